@@ -237,7 +237,7 @@ def _slope(x, y) -> float:
     return float(np.polyfit(x, y, 1)[0])
 
 
-_TAU0 = Param("tau_0", "ms", 0.0, 1e5, "fixed per-step overhead (launches, sync, scheduling)")
+_TAU0 = Param("tau_0", "ms", 1e-6, 1e5, "fixed per-step overhead (launches, sync, scheduling)")
 _TAUB = Param("tau_B", "ms/request", 0.0, 1e3, "per-request overhead (metadata, sampling)",
               {"B": 1.0})
 _TAUS = Param("tau_S", "ms/token", 0.0, 1e2, "per-token overhead outside the saturating work",
@@ -256,21 +256,39 @@ class SaturationBase(Model):
     """Common helpers of the saturation members (features B and S)."""
 
     def rising_from(self, theta, batch_size: float, s_max: float = 2**24) -> float:
-        """Smallest S >= 1 from which T(B, S) is non-decreasing (up to ``s_max``).
+        """Smallest integer S >= 1 from which T(B, S) is non-decreasing in S.
 
-        Found numerically on a log grid refined by bisection on dT/dS; the
-        saturation members are convex-then-linear in S, so the rising branch
-        is a single interval [S0, inf).
+        The saturation members fall from ``+inf`` at small S (when ``a_0 > 0``)
+        and then rise; the fall can last up to a few multiples of ``1/k_S``.
+        The search scans a log grid up to ``max(s_max, 50/k_S)`` for the last
+        fall, then bisects on integers for the first S with
+        ``T(S+1) >= T(S)``.  SLA inversion searches only ``[S0, inf)``.
         """
         theta = self.check_theta(theta)
-        grid = np.unique(np.round(np.geomspace(1, s_max, 2000)))
-        f = {"B": np.full(grid.shape, float(batch_size)), "S": grid}
-        t = self._predict(theta, self._extend(f))
-        d = np.diff(t)
-        falling = np.nonzero(d < 0)[0]
+        names = self.param_names
+        horizon = float(s_max)
+        if "k_S" in names:
+            horizon = max(horizon, 50.0 / theta[names.index("k_S")])
+        grid = np.unique(np.round(np.geomspace(1, horizon, 4000)))
+        t = self._eval_s(theta, batch_size, grid)
+        falling = np.nonzero(np.diff(t) < 0)[0]
         if falling.size == 0:
             return 1.0
-        return float(grid[falling[-1] + 1])
+        lo = int(grid[falling[-1]])
+        hi = int(grid[min(falling[-1] + 2, grid.size - 1)])
+        # invariant: T(lo+1) < T(lo); find the first s in (lo, hi] with T(s+1) >= T(s)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            tm = self._eval_s(theta, batch_size, np.array([mid, mid + 1], float))
+            if tm[1] >= tm[0]:
+                hi = mid
+            else:
+                lo = mid
+        return float(hi)
+
+    def _eval_s(self, theta, batch_size, s):
+        f = {"B": np.full(s.shape, float(batch_size)), "S": np.asarray(s, float)}
+        return self._predict(theta, self._extend(f))
 
     def _extend(self, f):
         return f

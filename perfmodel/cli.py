@@ -1,0 +1,335 @@
+"""The ``perfmodel`` command.
+
+Every sub-command checks its input first.  On bad input it prints ONE line,
+``perfmodel: error: <what is wrong>``, to standard error and exits with
+status 2 -- never a traceback.  It never overwrites an existing output file
+unless ``--force`` is given, and writes outputs atomically (temporary file
+plus rename), so a failed run leaves no truncated file behind.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__
+from .errors import PerfmodelError
+
+#: the default model and loss; chosen from held-out measurements (README, "Defaults")
+DEFAULT_MODEL = "auto"
+DEFAULT_LOSS = "linear"
+DEFAULT_RELATIVE = "log"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error message and exit status 2."""
+
+    def error(self, message):  # pragma: no cover - exercised through main()
+        raise _UsageError(f"{self.prog}: {message}")
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _json_default(o):
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        v = float(o)
+        return v if np.isfinite(v) else None
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def _emit(args, text: str, obj) -> None:
+    if getattr(args, "json", False):
+        print(json.dumps(obj, indent=2, default=_json_default, allow_nan=False))
+    else:
+        print(text)
+
+
+def _check_output(path, force: bool) -> Path:
+    p = Path(path)
+    if p.exists() and not force:
+        raise PerfmodelError(f"output {p} exists; pass --force to overwrite it")
+    if not p.parent.exists():
+        raise PerfmodelError(f"output folder {p.parent} does not exist")
+    return p
+
+
+def resolve_model(name: str, df) -> str:
+    """Resolve ``auto``: the context-aware model when the trace has per-request context."""
+    if name != "auto":
+        return name
+    from .trace import has_context
+
+    return "seed_ctx" if has_context(df) else "seed_id"
+
+
+# ---------------------------------------------------------------------------
+def cmd_fit(args):
+    from .fit import fit_model
+    from .trace import read_trace, trace_sha256
+
+    out = _check_output(args.output, args.force)
+    df = read_trace(args.trace, drop_invalid=args.drop_invalid)
+    model = resolve_model(args.model, df)
+    window = tuple(args.outlier_window) if args.outlier_window else None
+    relative = "absolute" if args.absolute else args.relative
+    res = fit_model(df, model, loss=args.loss, relative=relative, n_starts=args.starts,
+                    seed=args.seed, outlier_window=window, scale=not args.no_scale)
+    res.provenance["trace"] = str(args.trace)
+    res.provenance["trace_sha256"] = trace_sha256(args.trace)
+    if df.attrs.get("alias_map"):
+        res.provenance["alias_map"] = df.attrs["alias_map"]
+    if df.attrs.get("dropped"):
+        res.provenance["dropped_invalid_rows"] = len(df.attrs["dropped"])
+    summary = res.summary()
+    if args.bootstrap:
+        from .uncertainty import bootstrap
+
+        bs = bootstrap(res, df, n_boot=args.bootstrap, scheme=args.scheme, seed=args.seed,
+                       n_jobs=args.jobs, method=args.ci_method, progress=not args.json)
+        res.provenance["bootstrap"] = bs.to_dict()
+        summary = res.summary()
+        summary["bootstrap"] = bs.to_dict()
+    from .results import atomic_write_text
+
+    atomic_write_text(out, json.dumps(summary, indent=2, allow_nan=False, default=_json_default)
+                      + "\n", force=args.force)
+    _emit(args, res.fit_report() + f"\n\nwrote {out}", summary)
+    return 0
+
+
+def _load_fit(path):
+    from .results import FitResult
+
+    return FitResult.from_json(Path(path))
+
+
+def cmd_report(args):
+    res = _load_fit(args.fit)
+    _emit(args, res.fit_report(), res.summary())
+    return 0
+
+
+def cmd_predict(args):
+    from .trace import read_trace
+
+    out = _check_output(args.output, args.force)
+    res = _load_fit(args.fit)
+    df = read_trace(args.trace, drop_invalid=args.drop_invalid)
+    pred = res.predict(df)
+    table = df.copy()
+    table["predicted_ms"] = pred
+    from .results import atomic_write_text
+
+    atomic_write_text(out, table.to_csv(index=False), force=args.force)
+    obj = {"output": str(out), "rows": int(len(table)), "model": res.model_name,
+           "mean_predicted_ms": float(np.mean(pred))}
+    _emit(args, f"wrote {len(table)} rows with predicted_ms to {out}", obj)
+    return 0
+
+
+def cmd_sla(args):
+    from .sla import sla_command
+
+    res = _load_fit(args.fit)
+    text, obj = sla_command(args, res)
+    _emit(args, text, obj)
+    return 0
+
+
+def cmd_diagnose(args):
+    from .diagnostics import residual_table
+    from .trace import read_trace, step_features, time_order
+
+    res = _load_fit(args.fit)
+    df = read_trace(args.trace)
+    f = step_features(df)
+    y = df["duration_ms"].to_numpy(float)
+    yhat = res.predict(df)
+    if res.options.get("relative") == "log":
+        resid = np.log(y) - np.log(yhat)
+        scale = "log"
+    else:
+        resid = y - yhat
+        scale = "ms"
+    order = time_order(df)
+    idx = np.argsort(order, kind="stable")
+    table = residual_table(resid[idx], f["B"][idx], f["S"][idx], order=np.arange(len(idx)))
+    text = f"residual tests ({scale} residuals, n = {len(resid)}, time-ordered)\n" + table.to_string(index=False)
+    _emit(args, text, {"residual_scale": scale, "n": int(len(resid)),
+                       "tests": json.loads(table.to_json(orient="records"))})
+    return 0
+
+
+def cmd_compare(args):
+    from .compare import compare_command
+
+    text, obj = compare_command(args)
+    _emit(args, text, obj)
+    return 0
+
+
+def cmd_simulate(args):
+    from .simulate import simulate_command
+
+    res = _load_fit(args.fit)
+    text, obj = simulate_command(args, res)
+    _emit(args, text, obj)
+    return 0
+
+
+def cmd_factors(args):
+    from .factors import factors_command
+
+    text, obj = factors_command(args)
+    _emit(args, text, obj)
+    return 0
+
+
+# ---------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    from .model import MODELS
+
+    p = _Parser(prog="perfmodel", description="Step-latency models for LLM serving engines.")
+    p.add_argument("--version", action="version", version=f"perfmodel {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def common(sp, out=False, js=True):
+        if out:
+            sp.add_argument("-o", "--output", required=True, help="output file (refused if it exists)")
+            sp.add_argument("--force", action="store_true", help="overwrite an existing output")
+        if js:
+            sp.add_argument("--json", action="store_true", help="machine-readable JSON output")
+
+    f = sub.add_parser("fit", help="fit a latency model to a step trace")
+    f.add_argument("trace", help="step trace (CSV, Parquet or JSON Lines)")
+    common(f, out=True)
+    f.add_argument("--model", default=DEFAULT_MODEL, choices=["auto", *sorted(MODELS)],
+                   help="model (default: auto = seed_ctx when the trace has chunk_sizes and "
+                        "context_lens, else seed_id)")
+    f.add_argument("--loss", default=DEFAULT_LOSS,
+                   choices=["linear", "huber", "soft_l1", "cauchy", "tukey"])
+    g = f.add_mutually_exclusive_group()
+    g.add_argument("--relative", default=DEFAULT_RELATIVE, choices=["log", "weight"],
+                   help="relative residuals: log T (default) or weights 1/T^2")
+    g.add_argument("--absolute", action="store_true", help="absolute residuals in ms")
+    f.add_argument("--seed", type=int, default=0, help="seed of the multi-start and bootstrap")
+    f.add_argument("--starts", type=int, default=8, help="multi-start count")
+    f.add_argument("--no-scale", action="store_true", help="do not median-scale B and S")
+    f.add_argument("--outlier-window", type=float, nargs=2, metavar=("LOW_MS", "HIGH_MS"),
+                   help="drop steps outside [LOW, HIGH] ms (off by default; the seeds use 1 300)")
+    f.add_argument("--drop-invalid", action="store_true", help="drop invalid rows and report them")
+    f.add_argument("--bootstrap", type=int, default=0, metavar="N", help="add N bootstrap intervals")
+    f.add_argument("--scheme", default="pairs", choices=["pairs", "residual", "wild", "block"])
+    f.add_argument("--ci-method", default="percentile", choices=["percentile", "bca"])
+    f.add_argument("--jobs", type=int, default=1, help="parallel jobs for the bootstrap")
+    f.set_defaults(func=cmd_fit)
+
+    r = sub.add_parser("report", help="print the fit report of FIT.json")
+    r.add_argument("fit")
+    common(r)
+    r.set_defaults(func=cmd_report)
+
+    pr = sub.add_parser("predict", help="predict step times for a trace")
+    pr.add_argument("fit")
+    pr.add_argument("trace")
+    common(pr, out=True)
+    pr.add_argument("--drop-invalid", action="store_true")
+    pr.set_defaults(func=cmd_predict)
+
+    s = sub.add_parser("sla", help="largest step size meeting a latency target")
+    s.add_argument("fit")
+    common(s)
+    try:
+        from .sla import add_sla_arguments
+
+        add_sla_arguments(s)
+    except ImportError:  # pragma: no cover
+        pass
+    s.set_defaults(func=cmd_sla)
+
+    d = sub.add_parser("diagnose", help="residual tests of a fit on a trace")
+    d.add_argument("fit")
+    d.add_argument("trace")
+    common(d)
+    d.set_defaults(func=cmd_diagnose)
+
+    c = sub.add_parser("compare", help="compare models and baselines by cross-validation")
+    common(c, out=True, js=True)
+    try:
+        from .compare import add_compare_arguments
+
+        add_compare_arguments(c)
+    except ImportError:  # pragma: no cover
+        pass
+    c.set_defaults(func=cmd_compare)
+
+    sm = sub.add_parser("simulate", help="simulate a continuous-batching server")
+    sm.add_argument("fit")
+    common(sm)
+    try:
+        from .simulate import add_simulate_arguments
+
+        add_simulate_arguments(sm)
+    except ImportError:  # pragma: no cover
+        pass
+    sm.set_defaults(func=cmd_simulate)
+
+    fa = sub.add_parser("factors", help="secondary-factor analysis at a fixed step size")
+    common(fa)
+    try:
+        from .factors import add_factors_arguments
+
+        add_factors_arguments(fa)
+    except ImportError:  # pragma: no cover
+        pass
+    fa.set_defaults(func=cmd_factors)
+
+    co = sub.add_parser("collect", help="collect step traces from a real engine")
+    try:
+        from .collect import add_collect_parser
+
+        add_collect_parser(co.add_subparsers(dest="engine", required=True, parser_class=_Parser))
+    except ImportError:  # pragma: no cover
+        pass
+    return p
+
+
+def main(argv=None) -> int:
+    """Entry point of the ``perfmodel`` console script."""
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        return int(args.func(args) or 0)
+    except _UsageError as e:
+        print(f"perfmodel: error: {e}", file=sys.stderr)
+        return 2
+    except (PerfmodelError, ValueError, OSError, KeyError) as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(f"perfmodel: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("perfmodel: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - the CLI never shows a traceback
+        if os.environ.get("PERFMODEL_DEBUG"):
+            raise
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        print(f"perfmodel: internal error: {type(e).__name__}: {msg} "
+              "(set PERFMODEL_DEBUG=1 for a traceback)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
