@@ -211,14 +211,17 @@ def fit_curve(func: Callable, xdata, ydata, p0, *, jac: Callable | None = None,
     if not np.all(np.isfinite(r)):
         raise FitError("the model gave non-finite residuals at the optimum")
     rss = float(r @ r)
-    J = res.jac if jac is None else sw[:, None] * jac(res.x, xdata)
+    # least_squares returns the Jacobian at the solution; with a robust loss it is
+    # rescaled by rho', so the plain one is recomputed only then
+    J = res.jac if (jac is None or loss == "linear") else sw[:, None] * jac(res.x, xdata)
+    yfit = func(res.x, xdata)
     span = np.where(np.isfinite(hi - lo), hi - lo, np.abs(res.x) + 1.0)
     at_bound = (np.abs(res.x - lo) <= 1e-8 * span) | (np.abs(hi - res.x) <= 1e-8 * span)
     at_bound &= res.active_mask != 0 if res.active_mask is not None else at_bound
     dof = n - int(np.sum(~at_bound))
     cov, unident = covariance(J, rss, dof, free=~at_bound)
     stderr = np.sqrt(np.diag(cov))
-    return CurveFit(params=res.x, stderr=stderr, cov=cov, rss=rss, residuals=y - func(res.x, xdata),
+    return CurveFit(params=res.x, stderr=stderr, cov=cov, rss=rss, residuals=y - yfit,
                     n=n, dof=dof, nfev=int(res.nfev), status=int(res.status),
                     message=STATUS_MESSAGES.get(int(res.status), str(res.message)),
                     success=bool(res.success), jac=J, cost=float(res.cost), at_bound=at_bound,
@@ -286,7 +289,8 @@ def _prepare(data, y, model: Model, outlier_window):
 def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: str = "log",
               f_scale: float | None = None, weights=None, n_starts: int = 8, seed: int = 0,
               scale: bool = True, outlier_window=None, x0=None, max_nfev: int | None = 2000,
-              tukey_c: float = 4.685, max_irls: int = 30):
+              tukey_c: float = 4.685, max_irls: int = 30,
+              multistart_subsample: int | None = 5000):
     """Fit a latency model to a step trace.
 
     Problem: minimise ``0.5 sum rho(r_i^2)`` with ``r_i = log T_hat_i - log T_i``
@@ -312,6 +316,9 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
         are reported in physical units)
     outlier_window : (low_ms, high_ms) or None; drop steps outside it (the
         seeds use (1, 300)); off by default and reported when on
+    multistart_subsample : int or None; above this many steps the starts
+        are compared on a seeded subsample of this size and the best one is
+        then refined on all steps (None: every start on all steps)
 
     Returns
     -------
@@ -354,12 +361,20 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
 
     if relative == "log":
         ytarget = np.log(yk)
+        last = {}
+
+        def _pred(ts, f):
+            # the Jacobian is always asked at the point just evaluated: reuse it
+            key = (id(f), ts.tobytes())
+            if last.get("key") != key:
+                last["key"], last["val"] = key, np.maximum(m._predict(ts, f), 1e-300)
+            return last["val"]
 
         def func(ts, f):
-            return np.log(np.maximum(m._predict(ts, f), 1e-300))
+            return np.log(_pred(ts, f))
 
         def jac(ts, f):
-            return m._jacobian(ts, f) / np.maximum(m._predict(ts, f), 1e-300)[:, None]
+            return m._jacobian(ts, f) / _pred(ts, f)[:, None]
         base_w = wk
     else:
         ytarget = yk
@@ -398,12 +413,21 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
             raise InputError(f"f_scale must be positive, got {f_scale!r}")
         fsc = float(f_scale)
 
+    # Multi-start: on large traces the starts race on a seeded subsample of
+    # `multistart_subsample` steps and only the winner is polished on all data
+    # (the basin is found on the subsample; the optimum is the full data's).
+    sub = None
+    if len(starts) > 1 and multistart_subsample and n > multistart_subsample:
+        sub = np.sort(rng.choice(n, multistart_subsample, replace=False))
+    fs_ms = fs if sub is None else {k: v[sub] for k, v in fs.items()}
+    y_ms = ytarget if sub is None else ytarget[sub]
+    w_ms = base_w if (sub is None or base_w is None) else base_w[sub]
     best = None
     n_ok = 0
     for s0 in starts:
         try:
-            r = fit_curve(func, fs, ytarget, s0 * pscale, jac=jac, bounds=(lo_s, hi_s),
-                          loss=base_loss, f_scale=fsc, weights=base_w, xtol=1e-10,
+            r = fit_curve(func, fs_ms, y_ms, s0 * pscale, jac=jac, bounds=(lo_s, hi_s),
+                          loss=base_loss, f_scale=fsc, weights=w_ms, xtol=1e-10,
                           ftol=1e-10, gtol=1e-10, max_nfev=max_nfev)
         except FitError:
             continue
@@ -413,6 +437,10 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
     if best is None:
         raise FitError(f"all {len(starts)} starts of model {m.name!r} failed")
     r, s0 = best
+    if sub is not None:
+        r = fit_curve(func, fs, ytarget, r.params, jac=jac, bounds=(lo_s, hi_s),
+                      loss=base_loss, f_scale=fsc, weights=base_w, xtol=1e-10,
+                      ftol=1e-10, gtol=1e-10, max_nfev=max_nfev)
     irls_iter = 0
     w_final = base_w
     if loss == "tukey":
