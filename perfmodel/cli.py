@@ -126,7 +126,7 @@ def cmd_predict(args):
 
     out = _check_output(args.output, args.force)
     res = _load_fit(args.fit)
-    df = read_trace(args.trace, drop_invalid=args.drop_invalid)
+    df = read_trace(args.trace, drop_invalid=args.drop_invalid, require_duration=False)
     pred = res.predict(df)
     table = df.copy()
     table["predicted_ms"] = pred
@@ -142,8 +142,7 @@ def cmd_predict(args):
 def cmd_sla(args):
     from .sla import sla_command
 
-    res = _load_fit(args.fit)
-    text, obj = sla_command(args, res)
+    text, obj = sla_command(args)
     _emit(args, text, obj)
     return 0
 
@@ -183,8 +182,7 @@ def cmd_compare(args):
 def cmd_simulate(args):
     from .simulate import simulate_command
 
-    res = _load_fit(args.fit)
-    text, obj = simulate_command(args, res)
+    text, obj = simulate_command(args)
     _emit(args, text, obj)
     return 0
 
@@ -205,11 +203,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"perfmodel {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    def common(sp, out=False, js=True):
+    def common(sp, out=False, js=True, fit_arg=False):
+        if fit_arg and not any(a.dest == "fit" for a in sp._actions):
+            sp.add_argument("fit", metavar="FIT.json", help="a fit written by perfmodel fit")
         if out:
             sp.add_argument("-o", "--output", required=True, help="output file (refused if it exists)")
             sp.add_argument("--force", action="store_true", help="overwrite an existing output")
-        if js:
+        if js and not any("--json" in a.option_strings for a in sp._actions):
             sp.add_argument("--json", action="store_true", help="machine-readable JSON output")
 
     f = sub.add_parser("fit", help="fit a latency model to a step trace")
@@ -249,14 +249,13 @@ def build_parser() -> argparse.ArgumentParser:
     pr.set_defaults(func=cmd_predict)
 
     s = sub.add_parser("sla", help="largest step size meeting a latency target")
-    s.add_argument("fit")
-    common(s)
     try:
         from .sla import add_sla_arguments
 
         add_sla_arguments(s)
     except ImportError:  # pragma: no cover
         pass
+    common(s, fit_arg=True)
     s.set_defaults(func=cmd_sla)
 
     d = sub.add_parser("diagnose", help="residual tests of a fit on a trace")
@@ -266,34 +265,33 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_diagnose)
 
     c = sub.add_parser("compare", help="compare models and baselines by cross-validation")
-    common(c, out=True, js=True)
     try:
         from .compare import add_compare_arguments
 
         add_compare_arguments(c)
     except ImportError:  # pragma: no cover
         pass
+    common(c, out=True, js=True)
     c.set_defaults(func=cmd_compare)
 
     sm = sub.add_parser("simulate", help="simulate a continuous-batching server")
-    sm.add_argument("fit")
-    common(sm)
     try:
         from .simulate import add_simulate_arguments
 
         add_simulate_arguments(sm)
     except ImportError:  # pragma: no cover
         pass
+    common(sm, fit_arg=True)
     sm.set_defaults(func=cmd_simulate)
 
     fa = sub.add_parser("factors", help="secondary-factor analysis at a fixed step size")
-    common(fa)
     try:
         from .factors import add_factors_arguments
 
         add_factors_arguments(fa)
     except ImportError:  # pragma: no cover
         pass
+    common(fa)
     fa.set_defaults(func=cmd_factors)
 
     co = sub.add_parser("collect", help="collect step traces from a real engine")

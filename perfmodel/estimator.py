@@ -75,7 +75,7 @@ class StepLatencyRegressor(RegressorMixin, BaseEstimator):
         if isinstance(X, pd.DataFrame) and "batch_size" in X.columns:
             from .trace import step_features, validate_trace
 
-            feats = step_features(validate_trace(X))
+            feats = step_features(validate_trace(X, require_duration=False))
             if reset:
                 self.n_features_in_ = X.shape[1]
                 self.feature_names_in_ = np.asarray(X.columns, dtype=object)

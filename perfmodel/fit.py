@@ -461,8 +461,7 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
         fsc = float(c * sc)
 
     theta = r.params / pscale
-    D = np.diag(1.0 / pscale)
-    cov = D @ r.cov @ D
+    cov = r.cov / np.outer(pscale, pscale)  # elementwise: NaN rows stay local
     pred = m._predict(theta, feats_all)
     return FitResult.build(
         model=native, fitted=m, theta=theta, cov=cov, at_bound=r.at_bound,

@@ -139,3 +139,14 @@ def test_bad_data_is_named():
     y = get_model("seed_id").predict(TRUTH, f)
     with pytest.raises(InputError, match="only 5 steps"):
         fit_model({k: v[:5] for k, v in f.items()}, "seed_id", y=y[:5])
+
+
+def test_a_parameter_at_bound_does_not_erase_the_others_errors():
+    f, rng = _design(800, 21)
+    truth = TRUTH.copy()
+    truth[6] = -0.001  # tau_S pushed below its bound
+    y = get_model("seed_id").predict(truth, f) * np.exp(0.01 * rng.standard_normal(800))
+    r = fit_model(f, "seed_id", y=y)
+    assert "tau_S" in r.at_bound and np.isnan(r.stderrs["tau_S"])
+    others = [n for n in r.param_names if n not in r.at_bound]
+    assert all(np.isfinite(r.stderrs[n]) for n in others)

@@ -1,0 +1,553 @@
+"""Comparison models for step latency behind one fit/predict interface.
+
+Problem: the saturation model (MODEL.md) must beat simpler or more flexible
+models on the same data and the same validation splits to earn its
+parameters. Seed 003 names linear/polynomial regression and a
+constant-throughput model; DistServe's latency model and a random forest (as
+in Vidur and the seed-000 report) are the peers.
+
+Every baseline has ``name``, ``n_params`` (``None`` for the forest, which has
+no fixed parameter count), ``fit(df) -> self`` and ``predict(df) -> ndarray``
+(milliseconds), where ``df`` is a step trace (``batch_size``,
+``total_tokens``, ``duration_ms`` for fitting; ``chunk_sizes`` and
+``context_lens`` where a model needs them). ``__init__`` only stores its
+arguments; ``fit`` validates, sets attributes ending in ``_`` and returns
+``self`` (scikit-learn conventions). :func:`get_baseline` builds one by name.
+
+``relative=True`` fits relative rather than absolute error, so long prefill
+steps do not dominate the loss (MODEL.md, known problem 4): linear-in-parameter
+models minimise sum ((T - T_hat) / T)^2 (weighted least squares with weights
+1/T^2, which keeps the model's form); the random forest fits log T.
+
+Per-request features are parsed here by :func:`_request_features` from the
+``';'``-joined ``chunk_sizes``/``context_lens`` columns, with the definitions
+of ``perfmodel.trace.step_features`` (CONTRACT.md); it is private and local
+because DistServe's form also needs the decode count and prefill tokens,
+which ``step_features`` does not return. Tests check the two agree when
+``perfmodel.trace`` exists.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from perfmodel.errors import InputError
+
+__all__ = [
+    "BASELINES",
+    "Baseline",
+    "ConstantThroughput",
+    "DistServe",
+    "LinearBS",
+    "Polynomial",
+    "RandomForest",
+    "get_baseline",
+]
+
+_B, _S, _T = "batch_size", "total_tokens", "duration_ms"
+_CHUNKS, _CTX = "chunk_sizes", "context_lens"
+
+
+# ----------------------------------------------------------------------------
+# trace checks and features (shared with perfmodel.validation)
+# ----------------------------------------------------------------------------
+def _plain(v):
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _rows(mask: np.ndarray, index, k: int = 5) -> str:
+    bad = np.flatnonzero(mask)
+    labels = ", ".join(repr(_plain(index[i])) for i in bad[:k])
+    more = ", ..." if bad.size > k else ""
+    return f"rows [{labels}{more}] ({bad.size} of {mask.size})"
+
+
+def _column(df: pd.DataFrame, col: str, problems: list[str]) -> np.ndarray:
+    """Column as float; a missing/non-numeric entry is reported in ``problems``."""
+    a = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(a)
+    if bad.any():
+        problems.append(f"column `{col}` has missing or non-numeric values at "
+                        f"{_rows(bad, df.index)}")
+    return a
+
+
+def _check_trace(df: Any, need_y: bool, name: str = "df") -> dict[str, np.ndarray]:
+    """Check a step trace; return ``B``, ``S`` (and ``T`` when ``need_y``).
+
+    One InputError lists every problem found (column, first rows, count).
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise InputError(f"`{name}` must be a pandas DataFrame (a step trace), "
+                         f"got {type(df).__name__}")
+    need = [_B, _S] + ([_T] if need_y else [])
+    missing = [c for c in need if c not in df.columns]
+    if missing:
+        raise InputError(f"`{name}` lacks column(s) {missing}; has {list(df.columns)[:12]}")
+    if len(df) == 0:
+        raise InputError(f"`{name}` has no rows")
+    problems: list[str] = []
+    B, S = _column(df, _B, problems), _column(df, _S, problems)
+    with np.errstate(invalid="ignore"):
+        if (B < 1).any():
+            problems.append(f"column `{_B}` must be >= 1; fails at {_rows(B < 1, df.index)}")
+        if (S < B).any():
+            problems.append(f"column `{_S}` must be >= `{_B}`; fails at "
+                            f"{_rows(S < B, df.index)}")
+    out = {"B": B, "S": S}
+    if need_y:
+        T = _column(df, _T, problems)
+        with np.errstate(invalid="ignore"):
+            if (T <= 0).any():
+                problems.append(f"column `{_T}` must be > 0; fails at "
+                                f"{_rows(T <= 0, df.index)}")
+        out["T"] = T
+    if problems:
+        raise InputError(f"`{name}`: " + "; ".join(problems))
+    return out
+
+
+def _parse_list(v: Any) -> np.ndarray | None:
+    if isinstance(v, (int, np.integer)):
+        return np.array([int(v)], dtype=np.int64)
+    if isinstance(v, (float, np.floating)):
+        if not np.isfinite(v) or v != int(v):
+            return None
+        return np.array([int(v)], dtype=np.int64)
+    if not isinstance(v, str) or not v.strip():
+        return None
+    try:
+        return np.array([int(p) for p in v.split(";")], dtype=np.int64)
+    except ValueError:
+        return None
+
+
+def _parse_column(col: pd.Series) -> tuple[list, np.ndarray, np.ndarray]:
+    """Parse a column of ';'-joined integers: (arrays, counts, ok mask).
+
+    Fast path: one join/split/cast for the whole column; on any bad cell,
+    cell by cell so the bad rows can be named.
+    """
+    vals = col.to_numpy()
+    n = vals.size
+    try:
+        if n == 0 or not all(isinstance(v, str) for v in vals):
+            raise ValueError
+        counts = np.fromiter((v.count(";") + 1 for v in vals), dtype=np.int64, count=n)
+        flat = np.array(";".join(vals).split(";"), dtype=np.int64)
+        if flat.size != counts.sum():
+            raise ValueError
+        parts = np.split(flat, np.cumsum(counts)[:-1])
+        return parts, counts, np.ones(n, bool)
+    except (ValueError, OverflowError):
+        parts = [_parse_list(v) for v in vals]
+        ok = np.array([p is not None for p in parts], dtype=bool)
+        counts = np.array([0 if p is None else p.size for p in parts], dtype=np.int64)
+        return parts, counts, ok
+
+
+def _has_requests(df: pd.DataFrame) -> bool:
+    return _CHUNKS in df.columns and _CTX in df.columns
+
+
+def _request_features(df: pd.DataFrame, name: str = "df") -> dict[str, np.ndarray]:
+    """Per-step features from the per-request ``chunk_sizes``/``context_lens``.
+
+    Returns float arrays: ``ctx_sum`` (sum of context), ``ctx_max``,
+    ``attn`` (sum c_i (ctx_i + c_i / 2)), ``decode_ctx`` (sum of ctx_i over
+    requests with c_i == 1), ``prefill_sq`` (sum of c_i^2 over c_i > 1),
+    ``chunk_sd`` (population sd of c_i) as in ``perfmodel.trace.step_features``,
+    plus ``n_decode`` (requests with c_i == 1) and ``s_prefill`` (tokens of
+    requests with c_i > 1). A one-token prefill chunk counts as decode.
+    """
+    missing = [c for c in (_CHUNKS, _CTX) if c not in df.columns]
+    if missing:
+        raise InputError(f"`{name}` lacks column(s) {missing}, needed for per-request "
+                         "features (';'-joined integers per step)")
+    base = _check_trace(df, need_y=False, name=name)
+    n = len(df)
+    keys = ("ctx_sum", "ctx_max", "attn", "decode_ctx", "prefill_sq", "chunk_sd",
+            "n_decode", "s_prefill")
+    out = {k: np.zeros(n) for k in keys}
+    cl, xl = _parse_column(df[_CHUNKS]), _parse_column(df[_CTX])
+    unparsable = ~(cl[2] & xl[2])
+    mismatch = ~unparsable & ((cl[1] != base["B"]) | (xl[1] != base["B"]))
+    ok = ~unparsable & ~mismatch
+    # flatten the rows that parsed with the right counts
+    c_parts = [v for v, g in zip(cl[0], ok) if g]
+    x_parts = [v for v, g in zip(xl[0], ok) if g]
+    rows_ok = np.flatnonzero(ok)
+    counts = cl[1][ok].astype(np.int64)
+    badval = np.zeros(n, bool)
+    badsum = np.zeros(n, bool)
+    if rows_ok.size:
+        c = np.concatenate(c_parts).astype(float)
+        x = np.concatenate(x_parts).astype(float)
+        r = np.repeat(np.arange(rows_ok.size), counts)
+        m = rows_ok.size
+
+        def rsum(w):
+            return np.bincount(r, weights=w, minlength=m)
+
+        badval[rows_ok] = rsum(((c < 1) | (x < 0)).astype(float)) > 0
+        badsum[rows_ok] = rsum(c) != base["S"][rows_ok]
+        dec = c == 1
+        mean_c = rsum(c) / counts
+        cmax = np.full(m, -np.inf)
+        np.maximum.at(cmax, r, x)
+        vals = {
+            "ctx_sum": rsum(x),
+            "ctx_max": cmax,
+            "attn": rsum(c * (x + c / 2.0)),
+            "decode_ctx": rsum(np.where(dec, x, 0.0)),
+            "prefill_sq": rsum(np.where(dec, 0.0, c * c)),
+            "chunk_sd": np.sqrt(rsum((c - mean_c[r]) ** 2) / counts),
+            "n_decode": rsum(dec.astype(float)),
+            "s_prefill": rsum(np.where(dec, 0.0, c)),
+        }
+        for k in keys:
+            out[k][rows_ok] = vals[k]
+    checks = (
+        (unparsable, f"`{_CHUNKS}`/`{_CTX}` not ';'-joined integers"),
+        (mismatch, f"`{_CHUNKS}` and `{_CTX}` must each list `{_B}` integers"),
+        (badval, "chunk sizes must be >= 1 and context lengths >= 0"),
+        (badsum, f"`{_CHUNKS}` must sum to `{_S}`"),
+    )
+    problems = [f"{what}: fails at {_rows(mask, df.index)}"
+                for mask, what in checks if mask.any()]
+    if problems:
+        raise InputError("; ".join(problems))
+    return out
+
+
+# ----------------------------------------------------------------------------
+# least squares core
+# ----------------------------------------------------------------------------
+def _lstsq(X: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> tuple[np.ndarray, int]:
+    """(Weighted) least squares with column scaling; returns coef and rank."""
+    scale = np.abs(X).max(axis=0)
+    scale[scale == 0] = 1.0
+    Xs = X / scale
+    if w is not None:
+        sw = np.sqrt(w)
+        Xs, y = Xs * sw[:, None], y * sw
+    coef, _, rank, _ = np.linalg.lstsq(Xs, y, rcond=None)
+    return coef / scale, int(rank)
+
+
+def _not_fitted(obj) -> None:
+    from sklearn.exceptions import NotFittedError
+
+    raise NotFittedError(f"{type(obj).__name__} is not fitted: call fit(df) first")
+
+
+class Baseline:
+    """Common interface: ``name``, ``n_params``, ``fit(df)``, ``predict(df)``."""
+
+    name: str = "baseline"
+    relative: bool = False
+
+    @property
+    def n_params(self) -> int | None:
+        """Number of fitted parameters (None when not a fixed number)."""
+        return len(self._param_names)
+
+    _param_names: tuple[str, ...] = ()
+
+    def _check_relative(self) -> None:
+        if not isinstance(self.relative, (bool, np.bool_)):
+            raise InputError(f"`relative` must be True or False, got {self.relative!r}")
+
+    def _weights(self, T: np.ndarray) -> np.ndarray | None:
+        return 1.0 / T**2 if self.relative else None
+
+    @property
+    def params_(self) -> dict[str, float]:
+        """Fitted coefficients by name."""
+        if not hasattr(self, "coef_"):
+            _not_fitted(self)
+        return dict(zip(self._param_names, map(float, self.coef_)))
+
+    def _design(self, df: pd.DataFrame, feats: dict[str, np.ndarray]) -> np.ndarray:
+        raise NotImplementedError
+
+    def fit(self, df: pd.DataFrame) -> Baseline:
+        """Fit on a step trace with ``duration_ms``; return self."""
+        self._check_relative()
+        feats = _check_trace(df, need_y=True)
+        X = self._design(df, feats)
+        self.coef_, self.rank_ = _lstsq(X, feats["T"], self._weights(feats["T"]))
+        self.n_train_ = len(df)
+        return self
+
+    def predict(self, df: pd.DataFrame) -> np.ndarray:
+        """Predicted step time (ms) for each row of ``df``."""
+        if not hasattr(self, "coef_"):
+            _not_fitted(self)
+        feats = _check_trace(df, need_y=False)
+        return self._design(df, feats) @ self.coef_
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(relative={self.relative})"
+
+
+class LinearBS(Baseline):
+    """Linear regression T = a + b B + c S (seed 003's linear alternative).
+
+    No saturation: the cost per token is the same at every batch size, so it
+    cannot follow the falling per-token cost at small S; fitted by (weighted)
+    least squares. ``params_``: ``a`` (ms), ``b`` (ms/request), ``c`` (ms/token).
+
+    Verified: recovers exact coefficients from noise-free synthetic data and
+    equals statsmodels OLS/WLS (tests).
+    """
+
+    name = "linear"
+    _param_names = ("a", "b", "c")
+
+    def __init__(self, relative: bool = False):
+        self.relative = relative
+
+    def _design(self, df, feats):
+        return np.column_stack([np.ones_like(feats["B"]), feats["B"], feats["S"]])
+
+
+class ConstantThroughput(Baseline):
+    """Constant throughput T = a + S / P with P > 0 (seed 003's alternative).
+
+    A fixed overhead ``a`` (ms) plus tokens at a fixed rate ``P`` (tokens/ms):
+    no batch-size effect and no saturation. Fitted by bounded linear least
+    squares on (a, 1/P) with 1/P >= 0 (:func:`scipy.optimize.lsq_linear`); if
+    the data show no growth with S the fit puts 1/P = 0 and ``P_`` = inf.
+    ``params_``: ``a``, ``inv_P`` (ms/token); ``P_`` is 1/inv_P.
+    """
+
+    name = "constant_throughput"
+    _param_names = ("a", "inv_P")
+
+    def __init__(self, relative: bool = False):
+        self.relative = relative
+
+    def _design(self, df, feats):
+        return np.column_stack([np.ones_like(feats["S"]), feats["S"]])
+
+    def fit(self, df: pd.DataFrame) -> ConstantThroughput:
+        """Fit a and 1/P >= 0 by bounded least squares; return self."""
+        from scipy.optimize import lsq_linear
+
+        self._check_relative()
+        feats = _check_trace(df, need_y=True)
+        X, y = self._design(df, feats), feats["T"]
+        scale = np.abs(X).max(axis=0)
+        w = self._weights(y)
+        sw = np.ones_like(y) if w is None else np.sqrt(w)
+        res = lsq_linear((X / scale) * sw[:, None], y * sw,
+                         bounds=([-np.inf, 0.0], [np.inf, np.inf]), method="bvls")
+        self.coef_ = res.x / scale
+        self.rank_ = int(np.linalg.matrix_rank(X / scale))
+        self.P_ = float(np.inf) if self.coef_[1] == 0 else float(1.0 / self.coef_[1])
+        self.n_train_ = len(df)
+        return self
+
+
+class DistServe(Baseline):
+    """DistServe's latency form, adapted to mixed (chunked-prefill) steps.
+
+    DistServe models a prefill batch as a + b sum(l) + c sum(l^2) (l: prompt
+    lengths) and a decode batch as a + b sum(context) + c B. A chunked-prefill
+    step mixes both, so this baseline sums the two forms with one intercept::
+
+        T = a + b * S_prefill + c * sum(l_i^2, prefill chunks)
+              + d * sum(ctx_i, decode requests) + e * B_decode
+
+    where a request with chunk c_i == 1 is a decode request (ctx_i its
+    context), one with c_i > 1 a prefill chunk of length l_i = c_i.
+    (DistServe did not chunk prefills: the prior context of a chunk is not
+    in its form, and not here.) Needs ``chunk_sizes`` and ``context_lens``;
+    without them ``fit``/``predict`` raise InputError (no silent fallback to
+    B, S). Fitted by (weighted) least squares; a column that is zero in the
+    training data (e.g. no prefill) gets coefficient 0 (minimum-norm
+    solution) and ``rank_`` < 5 says so.
+    """
+
+    name = "distserve"
+    _param_names = ("a", "b_prefill_tokens", "c_prefill_sq", "d_decode_ctx", "e_decode_reqs")
+
+    def __init__(self, relative: bool = False):
+        self.relative = relative
+
+    def _design(self, df, feats):
+        f = _request_features(df)
+        return np.column_stack([np.ones(len(df)), f["s_prefill"], f["prefill_sq"],
+                                f["decode_ctx"], f["n_decode"]])
+
+
+class Polynomial(Baseline):
+    """Polynomial regression of degree 2 or 3 in (B, S) (seed 003's alternative).
+
+    All monomials B^i S^j with i + j <= degree (6 terms for degree 2, 10 for
+    3) by scikit-learn ``PolynomialFeatures`` + ``LinearRegression``, after
+    standardising B and S (the same function space, better conditioned).
+    Flexible inside the data, poor outside it: the extrapolation split
+    (:func:`perfmodel.validation.extrapolation_split`) shows it.
+    """
+
+    def __init__(self, degree: int = 2, relative: bool = False):
+        self.degree = degree
+        self.relative = relative
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return f"poly{self.degree}"
+
+    @property
+    def n_params(self) -> int:
+        return (self.degree + 1) * (self.degree + 2) // 2
+
+    def fit(self, df: pd.DataFrame) -> Polynomial:
+        """Fit the polynomial by (weighted) least squares; return self."""
+        from sklearn.linear_model import LinearRegression
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import PolynomialFeatures, StandardScaler
+
+        if self.degree not in (2, 3) or isinstance(self.degree, bool):
+            raise InputError(f"`degree` must be 2 or 3, got {self.degree!r}")
+        self._check_relative()
+        feats = _check_trace(df, need_y=True)
+        X = np.column_stack([feats["B"], feats["S"]])
+        self.pipeline_ = make_pipeline(
+            StandardScaler(), PolynomialFeatures(self.degree, include_bias=False),
+            LinearRegression())
+        w = self._weights(feats["T"])
+        self.pipeline_.fit(X, feats["T"], linearregression__sample_weight=w)
+        self.n_train_ = len(df)
+        return self
+
+    def predict(self, df: pd.DataFrame) -> np.ndarray:
+        """Predicted step time (ms)."""
+        if not hasattr(self, "pipeline_"):
+            _not_fitted(self)
+        feats = _check_trace(df, need_y=False)
+        return self.pipeline_.predict(np.column_stack([feats["B"], feats["S"]]))
+
+    def __repr__(self) -> str:
+        return f"Polynomial(degree={self.degree}, relative={self.relative})"
+
+
+class RandomForest(Baseline):
+    """Random forest on B, S and, when present, per-request context features.
+
+    The non-parametric peer (Vidur predicts operator times with random
+    forests; the seed-000 report explains step time with one, R^2 = 0.43):
+    an upper reference for what the features can explain inside the data,
+    with no extrapolation beyond them (a forest predicts a constant outside
+    the training range). Features: B, S, plus ``ctx_sum``, ``ctx_max``,
+    ``attn``, ``decode_ctx``, ``prefill_sq``, ``chunk_sd``, ``n_decode`` when
+    the training trace has ``chunk_sizes`` and ``context_lens`` (``use_context``
+    'auto'). ``relative=True`` fits log T. ``n_params`` is None.
+    """
+
+    name = "random_forest"
+    _CTX_FEATURES = ("ctx_sum", "ctx_max", "attn", "decode_ctx", "prefill_sq", "chunk_sd",
+                     "n_decode")
+
+    def __init__(self, n_estimators: int = 200, min_samples_leaf: int = 2,
+                 max_features: float | str | None = 1.0, use_context: str | bool = "auto",
+                 relative: bool = False, random_state: int = 0, n_jobs: int | None = 1):
+        self.n_estimators = n_estimators
+        self.min_samples_leaf = min_samples_leaf
+        self.max_features = max_features
+        self.use_context = use_context
+        self.relative = relative
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    @property
+    def n_params(self) -> None:
+        return None
+
+    def _X(self, df, feats, use_ctx):
+        cols = [feats["B"], feats["S"]]
+        if use_ctx:
+            f = _request_features(df)
+            cols += [f[k] for k in self._CTX_FEATURES]
+        return np.column_stack(cols)
+
+    def fit(self, df: pd.DataFrame) -> RandomForest:
+        """Fit the forest (seeded by ``random_state``); return self."""
+        from sklearn.ensemble import RandomForestRegressor
+
+        if self.use_context not in ("auto", True, False):
+            raise InputError(f"`use_context` must be 'auto', True or False, "
+                             f"got {self.use_context!r}")
+        self._check_relative()
+        feats = _check_trace(df, need_y=True)
+        use = _has_requests(df) if self.use_context == "auto" else bool(self.use_context)
+        X = self._X(df, feats, use)
+        y = np.log(feats["T"]) if self.relative else feats["T"]
+        self.forest_ = RandomForestRegressor(
+            n_estimators=self.n_estimators, min_samples_leaf=self.min_samples_leaf,
+            max_features=self.max_features, random_state=self.random_state,
+            n_jobs=self.n_jobs).fit(X, y)
+        self.features_ = ("B", "S") + (self._CTX_FEATURES if use else ())
+        self.n_train_ = len(df)
+        return self
+
+    def predict(self, df: pd.DataFrame) -> np.ndarray:
+        """Predicted step time (ms)."""
+        if not hasattr(self, "forest_"):
+            _not_fitted(self)
+        feats = _check_trace(df, need_y=False)
+        X = self._X(df, feats, len(self.features_) > 2)
+        p = self.forest_.predict(X)
+        return np.exp(p) if self.relative else p
+
+    @property
+    def feature_importances_(self) -> dict[str, float]:
+        """Impurity importances by feature name."""
+        if not hasattr(self, "forest_"):
+            _not_fitted(self)
+        return dict(zip(self.features_, map(float, self.forest_.feature_importances_)))
+
+    def __repr__(self) -> str:
+        return (f"RandomForest(n_estimators={self.n_estimators}, "
+                f"relative={self.relative}, random_state={self.random_state})")
+
+
+#: name -> (class, default keyword arguments)
+BASELINES: dict[str, tuple[type, dict]] = {
+    "linear": (LinearBS, {}),
+    "poly2": (Polynomial, {"degree": 2}),
+    "poly3": (Polynomial, {"degree": 3}),
+    "constant_throughput": (ConstantThroughput, {}),
+    "distserve": (DistServe, {}),
+    "random_forest": (RandomForest, {}),
+}
+
+
+def get_baseline(name: str, **kwargs) -> Baseline:
+    """A new, unfitted baseline by registry name.
+
+    Parameters
+    ----------
+    name : str
+        One of ``BASELINES``: 'linear', 'poly2', 'poly3',
+        'constant_throughput', 'distserve', 'random_forest'.
+    **kwargs
+        Passed to the class (e.g. ``relative=True``, ``random_state=1``),
+        overriding the registry defaults.
+
+    Examples
+    --------
+    >>> get_baseline("poly3", relative=True)
+    Polynomial(degree=3, relative=True)
+    """
+    if name not in BASELINES:
+        raise InputError(f"unknown baseline {name!r}; choose one of {sorted(BASELINES)}")
+    cls, defaults = BASELINES[name]
+    try:
+        return cls(**{**defaults, **kwargs})
+    except TypeError as exc:
+        raise InputError(f"bad argument for baseline {name!r}: {exc}") from None

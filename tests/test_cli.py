@@ -1,0 +1,141 @@
+"""The perfmodel command: success paths and bad input (exit 2, one line, nothing lost)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfmodel.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "data" / "example" / "example_trace.csv"
+
+
+def run(args, capsys):
+    rc = main([str(a) for a in args])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def fit_json(tmp_path_factory):
+    p = tmp_path_factory.mktemp("fit") / "fit.json"
+    assert main(["fit", str(EXAMPLE), "-o", str(p), "--model", "seed_id", "--json"]) == 0
+    return p
+
+
+def test_fit_writes_json_and_report(tmp_path, capsys):
+    out = tmp_path / "f.json"
+    rc, stdout, err = run(["fit", EXAMPLE, "-o", out, "--model", "seed"], capsys)
+    assert rc == 0, err
+    assert "[[Variables]]" in stdout and "not identifiable" in stdout
+    d = json.loads(out.read_text())
+    assert d["model"] == "seed" and d["fitted_model"] == "seed_id"
+    assert len(d["provenance"]["trace_sha256"]) == 64
+    rc, stdout, _ = run(["report", out], capsys)
+    assert rc == 0 and "[[Fit Statistics]]" in stdout
+
+
+def test_fit_json_output_is_machine_readable(tmp_path, capsys):
+    rc, stdout, _ = run(["fit", EXAMPLE, "-o", tmp_path / "f.json", "--json", "--loss", "huber"], capsys)
+    assert rc == 0
+    d = json.loads(stdout)
+    assert d["options"]["loss"] == "huber" and d["statistics"]["n"] == 2000
+
+
+def test_predict_keeps_every_column_and_adds_prediction(fit_json, tmp_path, capsys):
+    out = tmp_path / "pred.csv"
+    rc, _, err = run(["predict", fit_json, EXAMPLE, "-o", out], capsys)
+    assert rc == 0, err
+    src, got = pd.read_csv(EXAMPLE), pd.read_csv(out)
+    assert list(got.columns) == list(src.columns) + ["predicted_ms"]
+    assert np.all(got["predicted_ms"] > 0)
+
+
+def test_predict_works_without_measured_times(fit_json, tmp_path, capsys):
+    t = tmp_path / "plan.csv"
+    pd.DataFrame({"batch_size": [1, 8, 32], "total_tokens": [1, 512, 2048]}).to_csv(t, index=False)
+    rc, _, err = run(["predict", fit_json, t, "-o", tmp_path / "o.csv"], capsys)
+    assert rc == 0, err
+
+
+def test_sla_json_is_self_consistent(fit_json, capsys):
+    rc, stdout, _ = run(["sla", fit_json, "--batch-size", 8, "--target-ms", 40, "--json"], capsys)
+    assert rc == 0
+    d = json.loads(stdout)
+    assert d["batch_size"] == 8 and d["target_ms"] == 40
+    assert d["max_total_tokens"] is not None and d["predicted_ms"] <= 40
+
+
+def test_sla_infeasible_target_says_so(fit_json, capsys):
+    rc, stdout, _ = run(["sla", fit_json, "--batch-size", 8, "--target-ms", 0.5, "--json"], capsys)
+    assert rc == 0
+    assert json.loads(stdout)["max_total_tokens"] is None
+
+
+def test_diagnose_prints_the_residual_table(fit_json, capsys):
+    rc, stdout, err = run(["diagnose", fit_json, EXAMPLE, "--json"], capsys)
+    assert rc == 0, err
+    names = " ".join(t["test"] for t in json.loads(stdout)["tests"]).lower()
+    assert "shapiro" in names and "breusch" in names and "durbin" in names
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("batch_size,total_tokens\n1,2\n", "duration_ms"),
+    ("batch_size,total_tokens,duration_ms\n1,2,abc\n", "duration_ms"),
+    ("batch_size,total_tokens,duration_ms\n4,2,3.0\n", "total_tokens"),
+    ("batch_size,total_tokens,duration_ms\n", "empty"),
+])
+def test_bad_trace_exits_2_with_one_line(tmp_path, capsys, content, needle):
+    bad = tmp_path / "bad.csv"
+    bad.write_text(content)
+    out = tmp_path / "fit.json"
+    rc, stdout, err = run(["fit", bad, "-o", out], capsys)
+    assert rc == 2
+    assert len(err.strip().splitlines()) == 1 and err.startswith("perfmodel: error:")
+    assert needle in err
+    assert "Traceback" not in err and not out.exists()
+
+
+def test_existing_output_is_never_overwritten_without_force(fit_json, tmp_path, capsys):
+    out = tmp_path / "keep.csv"
+    out.write_text("precious\n")
+    rc, _, err = run(["predict", fit_json, EXAMPLE, "-o", out], capsys)
+    assert rc == 2 and "--force" in err and out.read_text() == "precious\n"
+    rc, _, _ = run(["predict", fit_json, EXAMPLE, "-o", out, "--force"], capsys)
+    assert rc == 0 and "predicted_ms" in out.read_text()
+
+
+def test_a_failing_fit_leaves_an_existing_output_intact(tmp_path, capsys):
+    out = tmp_path / "fit.json"
+    out.write_text("old")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("batch_size,total_tokens,duration_ms\n1,1,-5\n")
+    rc, _, _ = run(["fit", bad, "-o", out, "--force"], capsys)
+    assert rc == 2 and out.read_text() == "old"
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["fit"], "required"),
+    (["fit", "x.csv", "-o", "y.json", "--model", "nope"], "invalid choice"),
+    (["report", "/nonexistent/fit.json"], "does not exist"),
+    (["sla", "/nonexistent/fit.json", "--batch-size", "1", "--target-ms", "1"], "does not exist"),
+])
+def test_usage_errors_exit_2(capsys, args, needle):
+    rc, _, err = run(args, capsys)
+    assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_sla_bad_arguments_exit_2(fit_json, capsys):
+    rc, _, err = run(["sla", fit_json, "--batch-size", 0, "--target-ms", 10], capsys)
+    assert rc == 2 and "batch" in err.lower()
+    rc, _, err = run(["sla", fit_json, "--batch-size", 4, "--target-ms", -1], capsys)
+    assert rc == 2 and "target" in err.lower()
+
+
+def test_module_entry_point_runs():
+    r = subprocess.run([sys.executable, "-m", "perfmodel", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and "perfmodel" in r.stdout
