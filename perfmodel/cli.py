@@ -133,7 +133,7 @@ def cmd_predict(args):
     from .results import atomic_write_text
 
     atomic_write_text(out, table.to_csv(index=False), force=args.force)
-    obj = {"output": str(out), "rows": int(len(table)), "model": res.model_name,
+    obj = {"output": str(out), "rows": len(table), "model": res.model_name,
            "mean_predicted_ms": float(np.mean(pred))}
     _emit(args, f"wrote {len(table)} rows with predicted_ms to {out}", obj)
     return 0
@@ -166,7 +166,7 @@ def cmd_diagnose(args):
     idx = np.argsort(order, kind="stable")
     table = residual_table(resid[idx], f["B"][idx], f["S"][idx], order=np.arange(len(idx)))
     text = f"residual tests ({scale} residuals, n = {len(resid)}, time-ordered)\n" + table.to_string(index=False)
-    _emit(args, text, {"residual_scale": scale, "n": int(len(resid)),
+    _emit(args, text, {"residual_scale": scale, "n": len(resid),
                        "tests": json.loads(table.to_json(orient="records"))})
     return 0
 
@@ -320,7 +320,7 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("perfmodel: interrupted", file=sys.stderr)
         return 130
-    except Exception as e:  # noqa: BLE001 - the CLI never shows a traceback
+    except Exception as e:
         if os.environ.get("PERFMODEL_DEBUG"):
             raise
         msg = str(e).strip().splitlines()[0] if str(e).strip() else ""

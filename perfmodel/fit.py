@@ -23,8 +23,8 @@ method for large-scale bound-constrained minimization (the ``trf`` method).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 from scipy import optimize
@@ -32,7 +32,7 @@ from scipy import optimize
 from .errors import FitError, InputError
 from .model import Model, get_model
 
-__all__ = ["CurveFit", "fit_curve", "fit_model", "LOSSES", "RELATIVE"]
+__all__ = ["LOSSES", "RELATIVE", "CurveFit", "fit_curve", "fit_model"]
 
 LOSSES = ("linear", "huber", "soft_l1", "cauchy", "tukey")
 RELATIVE = ("log", "weight", "absolute")
@@ -399,7 +399,7 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
         pert = guess * np.exp(rng.uniform(-np.log(10), np.log(10), p))
         pert = np.where(guess == 0, rng.uniform(0, 1e-3, p), pert)
         starts.append(m.clip(pert))
-    starts = starts[: max(n_starts, 1 if x0 is None else 1)]
+    starts = starts[:n_starts]
 
     base_loss = "linear" if loss == "tukey" else loss
     fsc = 1.0

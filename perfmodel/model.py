@@ -51,23 +51,23 @@ is non-decreasing at a given ``B``; SLA inversion searches only that branch.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import numpy as np
 
 from .errors import InputError
 
 __all__ = [
-    "Param",
-    "Model",
     "MODELS",
+    "Model",
+    "Param",
+    "SeedCtxModel",
+    "SeedGammaModel",
+    "SeedIdModel",
+    "SeedModel",
     "get_model",
     "register",
-    "SeedModel",
-    "SeedIdModel",
-    "SeedGammaModel",
-    "SeedCtxModel",
 ]
 
 

@@ -153,7 +153,7 @@ class FitResult:
                          irls_iterations=irls_iterations, weighted=weights is not None),
             derived=derived, derived_note=note, dropped=dropped,
             provenance=dict(perfmodel_version=__version__, trace_sha256=trace_sha256,
-                            created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")),
+                            created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")),
             medians={kk: float(v) for kk, v in medians.items()},
             residuals=res, fitted=pk, features={kk: v[keep] for kk, v in feats.items()}, y=yk,
         )
@@ -251,7 +251,7 @@ class FitResult:
         return text
 
     @classmethod
-    def from_json(cls, source) -> "FitResult":
+    def from_json(cls, source) -> FitResult:
         """Rebuild a FitResult from :meth:`to_json` output (a path or a JSON string)."""
         if isinstance(source, dict):
             d = source

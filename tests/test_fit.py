@@ -60,7 +60,7 @@ def test_robust_losses_resist_gross_outliers(loss):
     plain = fit_model(f, "seed_id", y=y, loss="linear")
     robust = fit_model(f, "seed_id", y=y, loss=loss)
     truth = m.predict(TRUTH, f)
-    err = lambda r: np.median(np.abs(r.predict(f) / truth - 1))  # noqa: E731
+    err = lambda r: np.median(np.abs(r.predict(f) / truth - 1))
     assert err(robust) < 0.5 * err(plain)
     assert err(robust) < 0.01
 

@@ -1,7 +1,8 @@
 """The model family: Jacobians, stability, identifiability mapping, monotonicity."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfmodel.errors import InputError
 from perfmodel.model import MODELS, get_model
