@@ -1,0 +1,35 @@
+"""Collect step traces from a real serving engine (vLLM, in-process).
+
+``collect_vllm`` runs a seeded workload on an in-process vLLM engine and
+writes a step trace (CSV), its metadata JSON and, for ``closed_loop``, a
+summary JSON. vLLM itself is an optional dependency (the ``collect`` extra);
+everything but starting the engine works without it. The CLI entry points
+``add_collect_parser`` / ``run_collect`` give ``perfmodel collect vllm ...``;
+``python -m perfmodel.collect vllm ...`` runs the same command stand-alone.
+"""
+from __future__ import annotations
+
+from perfmodel.collect.machine_state import flag_contended
+from perfmodel.collect.vllm_collector import (
+                                              add_collect_parser,
+                                              add_vllm_arguments,
+                                              collect_vllm,
+                                              drive,
+                                              output_paths,
+                                              run_collect,
+                                              schedule_signature,
+)
+from perfmodel.collect.workloads import WORKLOADS, make_workload
+
+__all__ = [
+                                              "WORKLOADS",
+                                              "add_collect_parser",
+                                              "add_vllm_arguments",
+                                              "collect_vllm",
+                                              "drive",
+                                              "flag_contended",
+                                              "make_workload",
+                                              "output_paths",
+                                              "run_collect",
+                                              "schedule_signature",
+]
