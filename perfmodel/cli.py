@@ -294,13 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
     common(fa)
     fa.set_defaults(func=cmd_factors)
 
-    co = sub.add_parser("collect", help="collect step traces from a real engine")
-    try:
-        from .collect import add_collect_parser
+    from .collect import add_collect_parser
 
-        add_collect_parser(co.add_subparsers(dest="engine", required=True, parser_class=_Parser))
-    except ImportError:  # pragma: no cover
-        pass
+    add_collect_parser(sub)
     return p
 
 
