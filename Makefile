@@ -31,10 +31,7 @@ test-unit: $(VENV_STAMP)
 	$(PY) -m pytest tests -q
 
 test-notebooks: $(VENV_STAMP)
-	@if ls notebooks/*.ipynb >/dev/null 2>&1; then \
-	  cd notebooks && ../$(PY) -m pytest -q -p no:cacheprovider --nbval-lax \
-	    --nbval-sanitize-with nbval_sanitize.cfg *.ipynb; \
-	else echo "no notebooks yet"; fi
+	$(MAKE) --no-print-directory nbval
 
 build:
 	@mkdir -p build
@@ -46,13 +43,14 @@ build/example_fit.json: $(VENV_STAMP) data/example/example_trace.csv perfmodel/*
 
 fit-example: build/example_fit.json
 
--include notebooks/pipeline.mk
+include notebooks/pipeline.mk
 
-reproduce: $(VENV_STAMP) fit-example $(if $(wildcard notebooks/pipeline.mk),paper,)
+reproduce: $(VENV_STAMP) fit-example paper
 	@echo "reproduce: done"
 
 lab: $(VENV_STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --no-browser $(if $(filter 0,$(shell id -u)),--allow-root,)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --no-browser \
+	  $(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)
 
 bench: $(VENV_STAMP)
 	$(PY) benchmarks/bench_fit.py

@@ -1,0 +1,124 @@
+# notebooks/pipeline.mk -- the paper pipeline: notebooks -> figures/tables/numbers -> paper/main.pdf
+#
+# Included by the top-level Makefile (`include notebooks/pipeline.mk`); run from the repository root.
+#
+# Variables this file EXPECTS the including Makefile to define:
+#   PY          the project's Python, e.g. `.venv/bin/python` (papermill, jupyter, perfmodel installed)
+#   VENV_STAMP  a file target whose rule creates/updates the venv, e.g. `.venv/.installed`
+# Variables this file DEFINES (override on the command line):
+#   QUICK       QUICK=1 (or yes/true) runs notebooks with notebooks/params/quick/*.yaml (small n_boot,
+#               fewer starts); empty/0 uses notebooks/params/*.yaml (the full run)
+#   PYTHON3     a plain Python >= 3.11 for the dependency scan (stdlib only; default python3)
+#   NB_BUILD    executed notebooks (default build/notebooks)
+#   LATEXMK     path of latexmk (default: found on PATH; empty = not installed)
+# Targets:
+#   notebooks       run every notebook whose inputs changed (papermill, --cwd notebooks)
+#   nb-<name>       run one notebook, e.g. `make nb-02_fit_and_identifiability`
+#   paper           notebooks + paper/numbers.tex + latexmk -pdf paper/main.tex (when latexmk exists)
+#   paper-check     every file paper/main.tex includes exists and is newer than build/pipeline.stamp
+#   notebooks-store re-execute the committed notebooks in place with their default (= quick)
+#                   parameters and strip run noise: the stored outputs nbval compares against
+#   nbval           pytest --nbval-lax on the committed notebooks (what `make test` should call)
+#   paper-clean     remove generated figures, tables, numbers, build/notebooks and LaTeX aux files
+#
+# Each executed notebook depends on: the notebook, its params file, the perfmodel sources it
+# imports (transitively; generated into $(NB_BUILD)/deps.mk by `python -m perfmodel.paperio deps`),
+# the data files listed below, and the run mode (quick/full): only what changed reruns.
+
+QUICK   ?=
+PYTHON3 ?= python3
+NB_BUILD ?= build/notebooks
+LATEXMK ?= $(shell command -v latexmk 2>/dev/null)
+
+NB_MODE       := $(if $(filter 1 yes true YES TRUE,$(QUICK)),quick,full)
+NB_PARAMS     := $(if $(filter quick,$(NB_MODE)),notebooks/params/quick,notebooks/params)
+NB_SOURCES    := $(sort $(wildcard notebooks/*.ipynb))
+NB_NAMES      := $(notdir $(basename $(NB_SOURCES)))
+NB_OUTPUTS    := $(NB_NAMES:%=$(NB_BUILD)/%.ipynb)
+NB_MODE_FILE  := $(NB_BUILD)/.mode
+NB_DEPS_FILE  := $(NB_BUILD)/deps.mk
+PIPELINE_STAMP := build/pipeline.stamp
+PAPER_PDF     := paper/main.pdf
+PAPER_NUMBERS := paper/numbers.tex
+NBVAL_ARGS    := --nbval-lax --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:cacheprovider
+
+# data each notebook reads besides the public mirror (pinned, immutable)
+$(NB_BUILD)/01_data_overview.ipynb: $(wildcard data/vllm-cpu/* data/gpu/*)
+$(NB_BUILD)/10_gpu_datasets.ipynb: $(wildcard data/gpu/*)
+
+.PHONY: notebooks paper paper-check paper-clean notebooks-store nbval pipeline-start FORCE
+.DELETE_ON_ERROR:
+
+notebooks: $(NB_OUTPUTS)
+
+nb-%: $(NB_BUILD)/%.ipynb
+	@:
+
+# written once per make run, before any notebook: paper-check compares against it
+pipeline-start:
+	@mkdir -p $(dir $(PIPELINE_STAMP)) && touch $(PIPELINE_STAMP)
+
+# the mode file changes (and so reruns everything) only when QUICK changes
+$(NB_MODE_FILE): FORCE
+	@mkdir -p $(@D); if [ "$$(cat $@ 2>/dev/null)" != "$(NB_MODE)" ]; then echo $(NB_MODE) > $@; fi
+FORCE:
+
+$(NB_DEPS_FILE): $(NB_SOURCES) $(wildcard perfmodel/*.py perfmodel/*/*.py)
+	@mkdir -p $(@D)
+	@$(PYTHON3) -m perfmodel.paperio deps $(NB_SOURCES) --build $(NB_BUILD) --out $@
+
+ifneq ($(NB_SOURCES),)
+-include $(NB_DEPS_FILE)
+endif
+
+# papermill writes to a partial file first: a failed run never leaves an up-to-date target
+$(NB_BUILD)/%.ipynb: notebooks/%.ipynb $(NB_PARAMS)/%.yaml $(NB_MODE_FILE) $(VENV_STAMP) | pipeline-start
+	@mkdir -p $(@D) figures paper/tables paper/numbers
+	@echo "papermill [$(NB_MODE)] $*"
+	@$(PY) -m papermill $< $(@D)/$*.partial.ipynb -f $(NB_PARAMS)/$*.yaml -k python3 \
+	    --cwd notebooks --no-progress-bar --log-level WARNING \
+	  && mv $(@D)/$*.partial.ipynb $@ \
+	  || { echo "notebook $* FAILED: see $(@D)/$*.partial.ipynb" >&2; exit 1; }
+
+$(PAPER_NUMBERS): $(NB_OUTPUTS) perfmodel/paperio.py | pipeline-start
+	@$(PY) -m perfmodel.paperio assemble --folder paper/numbers --out $@
+
+ifneq ($(strip $(LATEXMK)),)
+paper: $(PAPER_PDF)
+
+$(PAPER_PDF): paper/main.tex paper/refs.bib $(PAPER_NUMBERS) $(NB_OUTPUTS)
+	@echo "latexmk -pdf paper/main.tex"
+	@cd paper && $(LATEXMK) -pdf -interaction=nonstopmode -halt-on-error -file-line-error \
+	    -silent main.tex >/dev/null || { tail -n 40 main.log >&2; exit 1; }
+	@touch $@
+	@echo "built $@"
+else
+paper: $(PAPER_NUMBERS)
+	@echo "latexmk not found: figures, tables and numbers are built, the PDF is not."
+	@echo "Install LaTeX (Debian/Ubuntu, as root, ~2 min):"
+	@echo "  apt-get update && apt-get install -y --no-install-recommends \\"
+	@echo "      texlive-latex-base texlive-latex-recommended latexmk lmodern"
+	@echo "then run 'make paper' again."
+endif
+
+paper-check:
+	@$(PY) scripts/check_paper_inputs.py --tex paper/main.tex --stamp $(PIPELINE_STAMP) \
+	    $(if $(strip $(LATEXMK)),--pdf $(PAPER_PDF))
+
+# the committed notebooks hold the outputs of their default (= quick) parameters for nbval
+notebooks-store: $(VENV_STAMP)
+	@for nb in $(NB_SOURCES); do \
+	  echo "execute in place: $$nb"; \
+	  $(PY) -m jupyter nbconvert --to notebook --execute --inplace \
+	      --ExecutePreprocessor.kernel_name=python3 --ExecutePreprocessor.timeout=600 $$nb \
+	    || exit 1; \
+	done
+	@$(PY) -m perfmodel.paperio strip $(NB_SOURCES)
+
+nbval: $(VENV_STAMP)
+	$(PY) -m pytest $(NBVAL_ARGS) $(NB_SOURCES)
+
+paper-clean:
+	rm -rf $(NB_BUILD) figures/*.pdf figures/*.png paper/tables paper/numbers $(PAPER_NUMBERS) \
+	    $(PIPELINE_STAMP)
+	-cd paper && $(LATEXMK) -C main.tex >/dev/null 2>&1; rm -f paper/main.pdf paper/main.bbl
