@@ -114,10 +114,12 @@ def covariance(J: np.ndarray, rss: float, dof: int, free: np.ndarray | None = No
         loads = np.max(np.abs(null), axis=0) > 0.1
         unident[idx[loads | zero]] = True
     vk = vt[keep]
-    inv = (vk.T / sv[keep] ** 2) @ vk
-    inv = inv / np.outer(norms, norms)
-    s2 = rss / dof
-    c = s2 * inv
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        inv = (vk.T / sv[keep] ** 2) @ vk
+        inv = inv / np.outer(norms, norms)
+        c = (rss / dof) * inv
+    # a variance that overflows float64 is an unresolved direction, not a number
+    unident[idx[~np.isfinite(np.diag(c))]] = True
     cov[np.ix_(idx, idx)] = c
     bad = np.nonzero(unident)[0]
     cov[bad, :] = np.nan

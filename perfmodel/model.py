@@ -531,3 +531,4 @@ class SeedCtxModel(SaturationBase):
 
 for _m in (SeedModel(), SeedIdModel(), SeedGammaModel(), SeedCtxModel()):
     register(_m)
+from . import models_ctx  # noqa: E402,F401
