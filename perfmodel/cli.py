@@ -71,7 +71,7 @@ def resolve_model(name: str, df) -> str:
         return name
     from .trace import has_context
 
-    return "seed_ctx" if has_context(df) else "seed_id"
+    return "seed_ctx_mono" if has_context(df) else "seed_id"
 
 
 # ---------------------------------------------------------------------------
@@ -216,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("trace", help="step trace (CSV, Parquet or JSON Lines)")
     common(f, out=True)
     f.add_argument("--model", default=DEFAULT_MODEL, choices=["auto", *sorted(MODELS)],
-                   help="model (default: auto = seed_ctx when the trace has chunk_sizes and "
+                   help="model (default: auto = seed_ctx_mono when the trace has chunk_sizes and "
                         "context_lens, else seed_id)")
     f.add_argument("--loss", default=DEFAULT_LOSS,
                    choices=["linear", "huber", "soft_l1", "cauchy", "tukey"])

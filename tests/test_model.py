@@ -10,7 +10,7 @@ from perfmodel.model import MODELS, get_model
 RNG = np.random.default_rng(0)
 B = RNG.integers(1, 129, 60).astype(float)
 S = B + RNG.integers(0, 4000, 60)
-FEATS = {"B": B, "S": S, "attn_prefill": S * 37.0, "decode_ctx": B * 300.0}
+FEATS = {"B": B, "S": S, "attn_prefill": S * 37.0, "decode_ctx": B * 300.0, "ctx_sum": B * 300.0}
 
 
 def _theta(m, rng):
@@ -41,7 +41,8 @@ def test_no_overflow_for_huge_steps(name):
     m = get_model(name)
     th = _theta(m, np.random.default_rng(2))
     f = {"B": np.array([1.0, 1e4, 1e6]), "S": np.array([1.0, 1e7, 1e9]),
-         "attn_prefill": np.array([0.0, 1e12, 1e15]), "decode_ctx": np.array([0.0, 1e8, 1e10])}
+         "attn_prefill": np.array([0.0, 1e12, 1e15]), "decode_ctx": np.array([0.0, 1e8, 1e10]),
+         "ctx_sum": np.array([0.0, 1e8, 1e10])}
     with np.errstate(over="raise", invalid="raise", divide="raise"):
         t = m.predict(th, f)
         J = m.jacobian(th, f)

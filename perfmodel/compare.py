@@ -1,0 +1,497 @@
+"""Compare latency models and baselines on the same held-out folds.
+
+Problem
+-------
+A model earns its parameters only if it predicts steps it was not fitted
+to better than simpler or more flexible alternatives, and the gap that
+matters is the one to the measurement noise floor.  :func:`compare` fits
+every model of :mod:`perfmodel.model` and every baseline of
+:mod:`perfmodel.baselines` on the *same* folds and writes one row per
+candidate: held-out MAPE/RMSE overall and by regime (decode-only / mixed /
+prefill-heavy, :func:`perfmodel.validation.regime`), the number of
+parameters, AIC/BIC in sample on all steps, and the ratio of held-out MAPE
+to the noise floor of :func:`perfmodel.noise.noise_floor` (the oracle MAPE,
+see there).
+
+Folds
+-----
+``cv='grouped'``: k-fold over groups in which no replicate straddles train
+and test.  A group is a connected component of "same ``config``" and "same
+schedule" (``batch_size``, ``total_tokens`` and, when present,
+``chunk_sizes``/``context_lens``), so replicate runs of one configuration
+*and* identical steps filed under different configurations (Splitwise lists
+the P=512, B=1 prefill once per output length) fall on one side.
+``cv='time'``: expanding-window time-series splits (seed 003, 11.1) in
+:func:`perfmodel.trace.time_order`.  ``cv='extrapolate'``: train on steps
+with ``S`` and ``B`` at or below their ``quantile`` (default 0.8), test on
+the rest (capacity planning beyond the measured range).
+
+Held-out scores pool the out-of-fold predictions (each step is predicted
+once in grouped CV); ``fold_mape_mean`` is the mean of per-fold MAPEs
+(seed 003's "mean(error_t)").
+
+Dataset names
+-------------
+``TRACE`` is a step-trace file (CSV, Parquet, JSON Lines) or a public
+dataset loaded through :mod:`perfmodel.datasets`:
+
+* ``splitwise:MODEL/HARDWARE/tpK``, e.g. ``splitwise:llama2-70b/a100-80gb/tp4``
+  (``HARDWARE`` may be a unique prefix such as ``a100``);
+* ``sarathi`` -- the Sarathi-Serve specimen batches;
+* ``vidur`` or ``vidur:SEED`` -- Vidur's profile composed into steps.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import math
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .errors import FitError, InputError
+
+__all__ = [
+    "CV_SCHEMES",
+    "DEFAULT_BASELINES",
+    "DEFAULT_MODELS",
+    "ModelCandidate",
+    "add_compare_arguments",
+    "compare",
+    "compare_command",
+    "fold_groups",
+    "load_trace_arg",
+    "make_splits",
+]
+
+#: models compared by default (the seed form is fitted through ``seed_id``)
+DEFAULT_MODELS = ("seed_id", "seed_gamma", "seed_ctx", "seed_kv", "seed_attn", "seed_attn_kv",
+                  "seed_ctx_mono")
+#: baselines compared by default
+DEFAULT_BASELINES = ("linear", "poly2", "poly3", "constant_throughput", "distserve",
+                     "random_forest")
+CV_SCHEMES = ("grouped", "time", "extrapolate")
+_CTX_FEATURES = {"ctx_sum", "ctx_max", "attn", "attn_prefill", "decode_ctx", "prefill_sq",
+                 "chunk_sd"}
+_REGIMES = ("decode-only", "mixed", "prefill-heavy")
+
+
+# ---------------------------------------------------------------------------
+# folds
+# ---------------------------------------------------------------------------
+def fold_groups(df: pd.DataFrame) -> np.ndarray:
+    """Group id of each step such that replicates never straddle a split.
+
+    Two steps share a group when they share ``config`` or the schedule
+    (``batch_size``, ``total_tokens`` and, when present, ``chunk_sizes`` and
+    ``context_lens``), transitively (connected components).
+
+    Returns
+    -------
+    ndarray of int, shape (n,)
+    """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    if not isinstance(df, pd.DataFrame):
+        raise InputError(f"df must be a pandas DataFrame, got {type(df).__name__}")
+    missing = [c for c in ("batch_size", "total_tokens") if c not in df.columns]
+    if missing:
+        raise InputError(f"df lacks column(s) {missing}")
+    n = len(df)
+    if n == 0:
+        raise InputError("df has no rows")
+    cols = ["batch_size", "total_tokens"] + [c for c in ("chunk_sizes", "context_lens")
+                                             if c in df.columns]
+    keys = [pd.factorize(df[cols].astype(str).agg("|".join, axis=1))[0]]
+    if "config" in df.columns:
+        if df["config"].isna().any():
+            bad = np.flatnonzero(df["config"].isna().to_numpy())
+            raise InputError(f"column config is missing at {bad.size} rows (first "
+                             f"{bad[:5].tolist()})")
+        keys.append(pd.factorize(df["config"].astype(str))[0])
+    rows, cols_, off = [], [], n
+    for k in keys:
+        rows.append(np.arange(n))
+        cols_.append(off + k)
+        off += int(k.max()) + 1
+    r, c = np.concatenate(rows), np.concatenate(cols_)
+    graph = coo_matrix((np.ones(r.size), (r, c)), shape=(off, off))
+    return connected_components(graph, directed=False)[1][:n].astype(np.int64)
+
+
+def make_splits(df: pd.DataFrame, cv: str = "grouped", k: int = 5, seed: int = 0, *,
+                quantile: float = 0.8) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The (train, test) position arrays of a cross-validation scheme (module docstring)."""
+    from .trace import time_order
+    from .validation import extrapolation_split, grouped_kfold, time_series_splits
+
+    if cv not in CV_SCHEMES:
+        raise InputError(f"cv {cv!r} is not one of {list(CV_SCHEMES)}")
+    if cv == "grouped":
+        g = fold_groups(df)
+        ng = np.unique(g).size
+        if ng < 2:
+            raise InputError("grouped CV needs at least 2 groups of steps; the trace has 1")
+        return grouped_kfold(g, min(k, ng), seed)
+    if cv == "time":
+        return time_series_splits(len(df), k, order=time_order(df))
+    (_, teS), = extrapolation_split(df, "total_tokens", quantile)
+    te = set(teS.tolist())
+    if df["batch_size"].nunique() > 1:
+        try:
+            (_, teB), = extrapolation_split(df, "batch_size", quantile)
+            te |= set(teB.tolist())
+        except InputError:  # nothing above the B quantile: S alone
+            pass
+    test = np.array(sorted(te), dtype=np.int64)
+    train = np.setdiff1d(np.arange(len(df)), test)
+    if train.size == 0:
+        raise InputError("the extrapolation split leaves no training steps")
+    return [(train, test)]
+
+
+# ---------------------------------------------------------------------------
+# candidates
+# ---------------------------------------------------------------------------
+class ModelCandidate:
+    """A member of the model family behind ``fit(df)`` / ``predict(df)``.
+
+    ``__init__`` only stores its arguments; ``fit`` calls
+    :func:`perfmodel.fit.fit_model` and keeps the result in ``result_``.
+    """
+
+    def __init__(self, model: str, *, relative: str = "log", loss: str = "linear",
+                 n_starts: int = 4, seed: int = 0):
+        self.model = model
+        self.relative = relative
+        self.loss = loss
+        self.n_starts = n_starts
+        self.seed = seed
+
+    @property
+    def name(self) -> str:
+        return self.model
+
+    def fit(self, df: pd.DataFrame) -> ModelCandidate:
+        from .fit import fit_model
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            self.result_ = fit_model(df, self.model, loss=self.loss, relative=self.relative,
+                                     n_starts=self.n_starts, seed=self.seed)
+        return self
+
+    def predict(self, df: pd.DataFrame) -> np.ndarray:
+        return np.asarray(self.result_.predict(df), float)
+
+    @property
+    def n_params(self) -> int:
+        """Nominal parameters less those whose term is identically zero on the fitted steps.
+
+        (``c_kv_mixed`` on a trace without mixed steps, ``a_attn`` on one
+        without prefill chunks: the data carry no such term to estimate.)
+        """
+        r = self.result_
+        J = r.model.jacobian(r.values, r.features)
+        return int(r.n_params - np.sum(np.all(J == 0, axis=0)))
+
+
+def _needs_context(name: str, kind: str) -> bool:
+    if kind == "baseline":
+        return name == "distserve"
+    from .model import get_model
+
+    return bool(set(get_model(name).requires) & _CTX_FEATURES)
+
+
+def _make(name: str, kind: str, relative: str, loss: str, n_starts: int, seed: int):
+    if kind == "model":
+        return ModelCandidate(name, relative=relative, loss=loss, n_starts=n_starts, seed=seed)
+    from .baselines import get_baseline
+
+    kw: dict[str, Any] = {"relative": relative != "absolute"}
+    if name == "random_forest":
+        kw["random_state"] = seed
+    return get_baseline(name, **kw)
+
+
+def _scale_resid(y, yhat, relative):
+    if relative == "absolute":
+        return y - yhat
+    if np.any(yhat <= 0):
+        return None
+    return np.log(y) - np.log(yhat)
+
+
+def _score(y, pred, labels, prefix=""):
+    from .validation import metrics
+
+    out = {}
+    m = metrics(y, pred)
+    out["MAPE"], out["RMSE"] = m["MAPE"], m["RMSE"]
+    for r in _REGIMES:
+        sel = labels == r
+        if sel.any():
+            mr = metrics(y[sel], pred[sel])
+            out[f"MAPE_{r}"], out[f"RMSE_{r}"] = mr["MAPE"], mr["RMSE"]
+        else:
+            out[f"MAPE_{r}"] = out[f"RMSE_{r}"] = np.nan
+    return out
+
+
+def _check_names(names, known, what) -> list[str]:
+    if isinstance(names, str):
+        names = [s for s in names.split(",") if s]
+    names = list(names)
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise InputError(f"unknown {what} {bad}; choose from {sorted(known)}")
+    if len(set(names)) != len(names):
+        raise InputError(f"{what} listed twice: {sorted({n for n in names if names.count(n) > 1})}")
+    return names
+
+
+def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
+            baselines: Sequence[str] | str | None = None, cv: str = "grouped", k: int = 5,
+            seed: int = 0, *, relative: str = "log", loss: str = "linear", n_starts: int = 4,
+            quantile: float = 0.8, floor=None, in_sample: bool = True,
+            progress=None) -> pd.DataFrame:
+    """Fit every model and baseline on the same folds and score them held out.
+
+    Parameters
+    ----------
+    df : DataFrame, a step trace (``batch_size``, ``total_tokens``,
+        ``duration_ms``; ``chunk_sizes``/``context_lens`` for context-aware
+        candidates; ``config`` for grouping and the noise floor)
+    models : names in :data:`perfmodel.model.MODELS` (default
+        :data:`DEFAULT_MODELS`); a comma-separated string also works
+    baselines : names in :data:`perfmodel.baselines.BASELINES` (default
+        :data:`DEFAULT_BASELINES`)
+    cv : 'grouped', 'time' or 'extrapolate' (module docstring)
+    k : folds (grouped: at most the number of groups; time: windows)
+    seed : seeds the fold assignment, the multi-start and the forest
+    relative : the models' residuals ('log', 'weight', 'absolute'); the
+        baselines fit relative error unless 'absolute'
+    loss, n_starts : passed to :func:`perfmodel.fit.fit_model`
+    quantile : the extrapolation split's quantile of S and B
+    floor : a :class:`perfmodel.noise.NoiseFloor` (default: computed)
+    in_sample : also fit every candidate on all steps for ``mape_in``,
+        ``n_params``, ``aic``, ``bic`` (False leaves them NaN)
+    progress : optional callable ``progress(str)`` told each candidate
+
+    Returns
+    -------
+    DataFrame, one row per candidate: ``name``, ``kind`` ('model' or
+    'baseline'), ``status`` ('ok', 'skipped: ...' or 'failed: ...'),
+    ``n_params``, held-out ``MAPE``, ``RMSE`` and each by regime
+    (``MAPE_decode-only`` ...), ``n_test``, ``fold_mape_mean``,
+    ``fold_mape_sd``, in-sample ``mape_in`` / ``aic`` / ``bic`` (log
+    residuals for relative fits, ms for absolute; ``k`` = parameters the
+    data determine), ``noise_floor`` (oracle MAPE, percent), ``ratio_to_floor``,
+    ``cv``, ``k``, ``relative``.  Sorted as given (models, then baselines).
+    ``df.attrs['noise_floor']`` holds the floor as a dict.
+    """
+    from .baselines import BASELINES
+    from .model import MODELS
+    from .noise import noise_floor
+    from .trace import has_context, validate_trace
+
+    if not isinstance(df, pd.DataFrame):
+        raise InputError(f"df must be a pandas DataFrame (a step trace), got {type(df).__name__}")
+    models = _check_names(DEFAULT_MODELS if models is None else models, MODELS, "models")
+    baselines = _check_names(DEFAULT_BASELINES if baselines is None else baselines, BASELINES,
+                             "baselines")
+    if not models and not baselines:
+        raise InputError("nothing to compare: models and baselines are both empty")
+    if relative not in ("log", "weight", "absolute"):
+        raise InputError(f"relative {relative!r} is not one of 'log', 'weight', 'absolute'")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
+        raise InputError(f"k must be an integer >= 2, got {k!r}")
+    if isinstance(n_starts, bool) or not isinstance(n_starts, (int, np.integer)) or n_starts < 1:
+        raise InputError(f"n_starts must be an integer >= 1, got {n_starts!r}")
+    df = validate_trace(df).reset_index(drop=True)
+    splits = make_splits(df, cv, int(k), seed, quantile=quantile)
+    nf = noise_floor(df) if floor is None else floor
+    ctx = has_context(df)
+    y = df["duration_ms"].to_numpy(float)
+    from .validation import regime
+
+    labels = regime(df).to_numpy().astype(str)
+    test_rows = np.unique(np.concatenate([te for _, te in splits]))
+    rows = []
+    for kind, names in (("model", models), ("baseline", baselines)):
+        for name in names:
+            if progress is not None:
+                progress(f"{kind} {name}")
+            row: dict[str, Any] = {"name": name, "kind": kind, "status": "ok"}
+            if _needs_context(name, kind) and not ctx:
+                row["status"] = "skipped: needs per-request chunk_sizes and context_lens"
+                rows.append(row)
+                continue
+            pred = np.full(len(df), np.nan)
+            fold_mape, errs = [], []
+            for tr, te in splits:
+                try:
+                    cand = _make(name, kind, relative, loss, n_starts, seed).fit(df.iloc[tr])
+                    p = np.asarray(cand.predict(df.iloc[te]), float)
+                    if not np.all(np.isfinite(p)):
+                        raise FitError(f"{int((~np.isfinite(p)).sum())} non-finite predictions")
+                except (InputError, FitError, ValueError, np.linalg.LinAlgError) as exc:
+                    errs.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+                    continue
+                pred[te] = p
+                fold_mape.append(100 * float(np.mean(np.abs(y[te] - p) / y[te])))
+            done = test_rows[np.isfinite(pred[test_rows])]
+            if errs:
+                row["status"] = f"failed on {len(errs)} of {len(splits)} folds: {errs[0]}"
+            if done.size:
+                row.update(_score(y[done], pred[done], labels[done]))
+                row["n_test"] = int(done.size)
+                row["fold_mape_mean"] = float(np.mean(fold_mape))
+                row["fold_mape_sd"] = float(np.std(fold_mape, ddof=1)) if len(fold_mape) > 1 \
+                    else np.nan
+            # in sample, all steps
+            if not in_sample:
+                rows.append(row)
+                continue
+            try:
+                cand = _make(name, kind, relative, loss, n_starts, seed).fit(df)
+                p = np.asarray(cand.predict(df), float)
+                row["mape_in"] = 100 * float(np.mean(np.abs(y - p) / y))
+                kpar = cand.n_params
+                row["n_params"] = np.nan if kpar is None else int(kpar)
+                e = _scale_resid(y, p, relative)
+                if e is not None and kpar is not None:
+                    from .adequacy import information_criteria
+
+                    row["aic"], row["bic"] = information_criteria(float(e @ e), len(y), int(kpar))
+            except (InputError, FitError, ValueError, np.linalg.LinAlgError) as exc:
+                if row["status"] == "ok":
+                    row["status"] = f"failed in sample: {type(exc).__name__}: {exc}"[:240]
+            rows.append(row)
+    cols = (["name", "kind", "status", "n_params", "MAPE", "RMSE"]
+            + [f"MAPE_{r}" for r in _REGIMES] + [f"RMSE_{r}" for r in _REGIMES]
+            + ["n_test", "fold_mape_mean", "fold_mape_sd", "mape_in", "aic", "bic"])
+    out = pd.DataFrame(rows).reindex(columns=cols)
+    fl = nf.floor if nf.kind != "none" else np.nan
+    out["noise_floor"] = fl
+    out["ratio_to_floor"] = out["MAPE"] / fl if np.isfinite(fl) and fl > 0 else np.nan
+    out["cv"], out["k"], out["relative"] = cv, len(splits), relative
+    out = out.astype({"n_test": "Int64", "n_params": "Int64"})
+    out.attrs["noise_floor"] = nf.to_dict()
+    out.attrs["n_steps"] = len(df)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# dataset names and the CLI
+# ---------------------------------------------------------------------------
+def load_trace_arg(spec: str) -> tuple[pd.DataFrame, str]:
+    """Load ``TRACE``: a file, or a dataset name (module docstring). Returns (df, label)."""
+    from . import datasets
+
+    if not isinstance(spec, str) or not spec:
+        raise InputError(f"TRACE must be a file or a dataset name, got {spec!r}")
+    p = Path(spec)
+    if p.exists():
+        from .trace import read_trace
+
+        return read_trace(p), p.stem
+    name, _, arg = spec.partition(":")
+    if name == "splitwise":
+        sw = datasets.splitwise_steps()
+        groups = sorted({f"{m}/{h}/tp{t}" for m, h, t in
+                         sw[["model", "hardware", "tp"]].itertuples(index=False)})
+        parts = arg.split("/")
+        if len(parts) != 3 or not parts[2].startswith("tp") or not parts[2][2:].isdigit():
+            raise InputError(f"splitwise needs a group, splitwise:MODEL/HARDWARE/tpK; one of "
+                             f"{groups}")
+        model, hw, tp = parts[0], parts[1], int(parts[2][2:])
+        hws = sorted({h for h in sw["hardware"].unique() if h == hw or h.startswith(hw)})
+        if len(hws) != 1:
+            raise InputError(f"hardware {hw!r} matches {hws or 'nothing'}; groups: {groups}")
+        sel = sw[(sw["model"] == model) & (sw["hardware"] == hws[0]) & (sw["tp"] == tp)]
+        if sel.empty:
+            raise InputError(f"no Splitwise group {spec!r}; groups: {groups}")
+        return sel.reset_index(drop=True), f"splitwise_{model}_{hws[0]}_tp{tp}"
+    if name == "sarathi" and not arg:
+        return datasets.sarathi_steps(), "sarathi"
+    if name == "vidur":
+        if arg and not arg.isdigit():
+            raise InputError(f"vidur:SEED needs an integer seed, got {arg!r}")
+        s = int(arg) if arg else 0
+        return datasets.vidur_steps(seed=s), "vidur" if not arg else f"vidur_seed{s}"
+    raise InputError(f"TRACE {spec!r} is neither a file nor a dataset name "
+                     "(splitwise:MODEL/HARDWARE/tpK, sarathi, vidur[:SEED])")
+
+
+def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``perfmodel compare`` (the CLI adds -o/--output, --force, --json)."""
+    parser.add_argument("trace", metavar="TRACE",
+                        help="step trace file, or a dataset: splitwise:MODEL/HARDWARE/tpK "
+                             "(e.g. splitwise:llama2-70b/a100/tp4), sarathi, vidur[:SEED]")
+    parser.add_argument("--models", default=",".join(DEFAULT_MODELS),
+                        help="comma-separated models (default: %(default)s; context-aware "
+                             "ones are skipped on traces without per-request context)")
+    parser.add_argument("--baselines", default=",".join(DEFAULT_BASELINES),
+                        help="comma-separated baselines, or '' for none (default: %(default)s)")
+    parser.add_argument("--cv", default="grouped", choices=list(CV_SCHEMES),
+                        help="grouped k-fold (no replicate in both train and test), time "
+                             "(expanding window) or extrapolate (train on the lower S and B)")
+    parser.add_argument("-k", "--folds", type=int, default=5, dest="k", help="folds (default 5)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of folds, starts and forest")
+    parser.add_argument("--starts", type=int, default=4, help="multi-start count per fit")
+    parser.add_argument("--relative", default="log", choices=["log", "weight", "absolute"],
+                        help="residuals of the model fits (default log)")
+    parser.add_argument("--quantile", type=float, default=0.8,
+                        help="extrapolation split: quantile of S and B (default 0.8)")
+
+
+def format_table(table: pd.DataFrame) -> str:
+    """A plain-text view of a comparison table."""
+    cols = ["name", "kind", "n_params", "MAPE", "MAPE_decode-only", "MAPE_mixed",
+            "MAPE_prefill-heavy", "RMSE", "aic", "ratio_to_floor", "status"]
+    t = table.reindex(columns=cols).copy()
+    for c in ("MAPE", "MAPE_decode-only", "MAPE_mixed", "MAPE_prefill-heavy", "ratio_to_floor"):
+        t[c] = t[c].map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
+    t["RMSE"] = t["RMSE"].map(lambda v: "" if pd.isna(v) else f"{v:.4g}")
+    t["aic"] = t["aic"].map(lambda v: "" if pd.isna(v) else f"{v:.1f}")
+    buf = io.StringIO()
+    buf.write(t.to_string(index=False))
+    return buf.getvalue()
+
+
+def compare_command(args) -> tuple[str, dict]:
+    """Run ``perfmodel compare``: write the table (CSV) and return (text, json dict)."""
+    from .results import atomic_write_text
+
+    out = Path(args.output)
+    if out.exists() and not args.force:
+        raise InputError(f"output {out} exists; pass --force to overwrite it")
+    if not out.parent.exists():
+        raise InputError(f"output folder {out.parent} does not exist")
+    if not 0 < args.quantile < 1:
+        raise InputError(f"--quantile must be in (0, 1), got {args.quantile}")
+    df, label = load_trace_arg(args.trace)
+    table = compare(df, models=args.models, baselines=args.baselines, cv=args.cv, k=args.k,
+                    seed=args.seed, relative=args.relative, n_starts=args.starts,
+                    quantile=args.quantile)
+    atomic_write_text(out, table.to_csv(index=False), force=args.force)
+    nf = table.attrs["noise_floor"]
+    floor = nf.get("oracle_mape")
+    head = (f"{label}: {len(df)} steps, cv={args.cv} ({int(table['k'].iloc[0])} folds), "
+            f"relative={args.relative}; noise floor ({nf['kind']}): "
+            + (f"oracle MAPE {floor:.2f}%, median CV {100 * nf['median_cv']:.2f}%"
+               if floor is not None else "none"))
+    text = head + "\n" + format_table(table) + f"\n\nwrote {out}"
+    records = [{k: (None if (isinstance(v, float) and not math.isfinite(v)) or v is pd.NA
+                    else (int(v) if isinstance(v, (np.integer,)) else v))
+                for k, v in r.items()} for r in table.to_dict(orient="records")]
+    return text, {"trace": args.trace, "label": label, "n_steps": len(df), "cv": args.cv,
+                  "relative": args.relative, "noise_floor": nf, "output": str(out),
+                  "rows": records}
