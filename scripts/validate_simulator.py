@@ -6,9 +6,13 @@ For each model size and each closed-loop run ``closed_loop-rN`` under
 1. *own steps*: fit the step model on the run's own step trace and simulate
    the run (isolates the scheduler and overhead logic from host drift);
 2. *back-to-back mixed*: fit on the ``calib-pre`` mixed trace collected in
-   the same engine process just before the loop, and simulate the run;
-   report the measured drift (median step-time ratio of the run to the
-   model) beside the error.
+   the same engine process just before the loop, and simulate the run
+   (and, for comparison, on the longer ``mixed-r1`` trace of an earlier
+   engine process);
+   report beside the error the run's step-time bias against that model
+   (median ratio of measured to predicted step time) and the host drift
+   measured between the ``calib-pre`` and ``calib-post`` traces (the same
+   schedule, run just before and just after the loop).
 
 Writes ``paper/tables/simulator_validation.csv`` (and prints it).
 Usage: ``python scripts/validate_simulator.py [--data data/vllm-cpu] [--out FILE] [--force]``
@@ -20,8 +24,10 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from perfmodel.cli import resolve_model
 from perfmodel.fit import fit_model
 from perfmodel.results import atomic_write_text
 from perfmodel.simulate import validate_closed_loop
@@ -36,14 +42,21 @@ def validate(data: Path, model: str = "auto") -> pd.DataFrame:
         calib_p = summ.with_name(run + ".calib-pre.csv")
         summary = json.loads(summ.read_text())
         trace = read_trace(trace_p)
-        name = model
-        if name == "auto":
-            from perfmodel.trace import has_context
-
-            name = "seed_ctx" if has_context(trace) else "seed_id"
+        name = resolve_model(model, trace)
+        drift = None
+        post_p = summ.with_name(run + ".calib-post.csv")
+        if calib_p.exists() and post_p.exists():
+            # same schedule before and after the loop: the run-level drift of the host
+            pre, post = read_trace(calib_p), read_trace(post_p)
+            if len(pre) == len(post):
+                r = np.log(post["duration_ms"].to_numpy() / pre["duration_ms"].to_numpy())
+                drift = float(np.exp(np.median(r)) - 1)
         sources = [("own steps", trace)]
         if calib_p.exists():
             sources.append(("back-to-back mixed", read_trace(calib_p)))
+        mixed_p = summ.parent / "mixed-r1.csv"
+        if mixed_p.exists():
+            sources.append(("mixed-r1 (earlier process)", read_trace(mixed_p)))
         for label, fit_df in sources:
             fit = fit_model(fit_df, name, n_starts=4)
             v = validate_closed_loop(fit, trace, summary)
@@ -58,6 +71,7 @@ def validate(data: Path, model: str = "auto") -> pd.DataFrame:
                 "err_median_e2e": c["median_e2e_s"]["rel_error"],
                 "step_overhead_ms": v.step_overhead_ms,
                 "step_time_bias": v.step_time_bias,
+                "drift_pre_to_post": drift,
             })
     return pd.DataFrame(rows)
 
