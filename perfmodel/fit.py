@@ -292,7 +292,8 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
               f_scale: float | None = None, weights=None, n_starts: int = 8, seed: int = 0,
               scale: bool = True, outlier_window=None, x0=None, max_nfev: int | None = 2000,
               tukey_c: float = 4.685, max_irls: int = 30,
-              multistart_subsample: int | None = 5000):
+              multistart_subsample: int | None = 5000, tol: float = 1e-8,
+              x_scale="jac"):
     """Fit a latency model to a step trace.
 
     Problem: minimise ``0.5 sum rho(r_i^2)`` with ``r_i = log T_hat_i - log T_i``
@@ -318,6 +319,9 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
         are reported in physical units)
     outlier_window : (low_ms, high_ms) or None; drop steps outside it (the
         seeds use (1, 300)); off by default and reported when on
+    tol : xtol = ftol = gtol of each least-squares solve (default 1e-8: the
+        relative change at which a step-time fit is converged; the NIST
+        verification of :func:`fit_curve` uses 1e-15)
     multistart_subsample : int or None; above this many steps the starts
         are compared on a seeded subsample of this size and the best one is
         then refined on all steps (None: every start on all steps)
@@ -407,8 +411,8 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
     fsc = 1.0
     if loss in ("huber", "soft_l1", "cauchy", "tukey") and f_scale is None:
         pilot = fit_curve(func, fs, ytarget, m.clip(starts[0]) * pscale, jac=jac,
-                          bounds=(lo_s, hi_s), weights=base_w, xtol=1e-10, ftol=1e-10,
-                          gtol=1e-10, max_nfev=max_nfev)
+                          bounds=(lo_s, hi_s), weights=base_w, xtol=tol, ftol=tol,
+                          gtol=tol, max_nfev=max_nfev, x_scale=x_scale)
         fsc = 1.345 * _mad_scale(pilot.residuals * (np.sqrt(base_w) if base_w is not None else 1))
     elif f_scale is not None:
         if not (np.isfinite(f_scale) and f_scale > 0):
@@ -429,8 +433,8 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
     for s0 in starts:
         try:
             r = fit_curve(func, fs_ms, y_ms, s0 * pscale, jac=jac, bounds=(lo_s, hi_s),
-                          loss=base_loss, f_scale=fsc, weights=w_ms, xtol=1e-10,
-                          ftol=1e-10, gtol=1e-10, max_nfev=max_nfev)
+                          loss=base_loss, f_scale=fsc, weights=w_ms, xtol=tol,
+                          ftol=tol, gtol=tol, max_nfev=max_nfev, x_scale=x_scale)
         except FitError:
             continue
         n_ok += r.success
@@ -441,8 +445,8 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
     r, s0 = best
     if sub is not None:
         r = fit_curve(func, fs, ytarget, r.params, jac=jac, bounds=(lo_s, hi_s),
-                      loss=base_loss, f_scale=fsc, weights=base_w, xtol=1e-10,
-                      ftol=1e-10, gtol=1e-10, max_nfev=max_nfev)
+                      loss=base_loss, f_scale=fsc, weights=base_w, xtol=tol,
+                      ftol=tol, gtol=tol, max_nfev=max_nfev, x_scale=x_scale)
     irls_iter = 0
     w_final = base_w
     if loss == "tukey":
@@ -455,7 +459,8 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
             tw = _tukey_weights(rw, c * sc)
             w_final = tw * (base_w if base_w is not None else 1.0)
             r = fit_curve(func, fs, ytarget, th, jac=jac, bounds=(lo_s, hi_s),
-                          weights=w_final, xtol=1e-10, ftol=1e-10, gtol=1e-10, max_nfev=max_nfev)
+                          weights=w_final, xtol=tol, ftol=tol, gtol=tol, max_nfev=max_nfev,
+                          x_scale=x_scale)
             if np.allclose(r.params, th, rtol=1e-8, atol=0):
                 th = r.params
                 break
