@@ -430,11 +430,14 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
     w_ms = base_w if (sub is None or base_w is None) else base_w[sub]
     best = None
     n_ok = 0
+    # with several starts each race is capped (it only has to find the basin); the
+    # winner is then polished without the cap
+    race_nfev = max_nfev if len(starts) == 1 else min(max_nfev or 300, 300)
     for s0 in starts:
         try:
             r = fit_curve(func, fs_ms, y_ms, s0 * pscale, jac=jac, bounds=(lo_s, hi_s),
                           loss=base_loss, f_scale=fsc, weights=w_ms, xtol=tol,
-                          ftol=tol, gtol=tol, max_nfev=max_nfev, x_scale=x_scale)
+                          ftol=tol, gtol=tol, max_nfev=race_nfev, x_scale=x_scale)
         except FitError:
             continue
         n_ok += r.success
@@ -443,7 +446,7 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
     if best is None:
         raise FitError(f"all {len(starts)} starts of model {m.name!r} failed")
     r, s0 = best
-    if sub is not None:
+    if sub is not None or (len(starts) > 1 and r.status == 0):
         r = fit_curve(func, fs, ytarget, r.params, jac=jac, bounds=(lo_s, hi_s),
                       loss=base_loss, f_scale=fsc, weights=base_w, xtol=tol,
                       ftol=tol, gtol=tol, max_nfev=max_nfev, x_scale=x_scale)
