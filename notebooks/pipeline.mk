@@ -45,6 +45,11 @@ NBVAL_ARGS    := --nbval-lax --nbval-sanitize-with notebooks/nbval_sanitize.cfg 
 # data each notebook reads besides the public mirror (pinned, immutable)
 $(NB_BUILD)/01_data_overview.ipynb: $(wildcard data/vllm-cpu/* data/gpu/*)
 $(NB_BUILD)/10_gpu_datasets.ipynb: $(wildcard data/gpu/*)
+$(NB_BUILD)/03_residual_diagnostics.ipynb $(NB_BUILD)/06_cross_validation.ipynb \
+  $(NB_BUILD)/09_capacity_simulation.ipynb $(NB_BUILD)/11_vllm_cpu_comparison.ipynb: \
+  $(wildcard data/vllm-cpu/*/*)
+# full mode tabulates the stored coverage study (scripts/coverage_study.py, ~20 min)
+$(NB_BUILD)/04_uncertainty.ipynb: $(wildcard paper/results/*)
 
 .PHONY: notebooks paper paper-check paper-clean notebooks-store nbval pipeline-start FORCE
 .DELETE_ON_ERROR:

@@ -93,10 +93,21 @@ def datasets() -> list[tuple[str, callable]]:
         out.append(("gpu", lambda p=gpu: read_trace(p)))
     cpu = ROOT / "data" / "vllm-cpu"
     if cpu.is_dir():
-        for p in sorted(cpu.rglob("*")):
-            if p.suffix in (".csv", ".parquet", ".jsonl") and "trace" in p.name:
-                label = "vllm-cpu_" + "_".join(p.relative_to(cpu).with_suffix("").parts)
-                out.append((label, lambda p=p: read_trace(p)))
+        # per model size: the three same-seed mixed replicates (identical schedules), with
+        # `replicate` naming the run and `config` the step, so folds keep a step's
+        # replicates together and the noise floor is the replicate-run floor
+        for mdir in sorted(d for d in cpu.iterdir() if d.is_dir()):
+            reps = sorted(mdir.glob("mixed-r*.csv"))
+            if len(reps) >= 2:
+                def load(reps=reps):
+                    parts = []
+                    for r in reps:
+                        d = read_trace(r)
+                        d["replicate"] = r.stem
+                        d["config"] = "step" + d["step"].astype(str)
+                        parts.append(d)
+                    return pd.concat(parts, ignore_index=True)
+                out.append((f"vllm-cpu_{mdir.name}", load))
     return out
 
 

@@ -87,6 +87,18 @@ def test_params_files_match_parameters_cell(nb_path, mode):
 
 
 @pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+@pytest.mark.parametrize("mode", ["quick", "full"])
+def test_params_paths_exist(nb_path, mode):
+    """Every parameter that names a repository path (``../...``) points at a committed file or
+    folder, e.g. the stored coverage study that 04_uncertainty reads in full mode."""
+    p = NB_DIR / "params" / ("quick" if mode == "quick" else "") / f"{nb_path.stem}.yaml"
+    params = yaml.safe_load(p.read_text())
+    missing = [f"{k}={v}" for k, v in params.items() if k != "out" and isinstance(v, str)
+               and v.startswith("../") and not (NB_DIR / v).exists()]
+    assert not missing, f"{p.relative_to(ROOT)}: paths that do not exist: {missing}"
+
+
+@pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_quick_params_equal_notebook_defaults(nb_path):
     """nbval runs the stored notebook with its defaults: they must be the QUICK values."""
     nb = _load(nb_path)
