@@ -9,6 +9,7 @@ plus rename), so a failed run leaves no truncated file behind.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -248,51 +249,27 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--drop-invalid", action="store_true")
     pr.set_defaults(func=cmd_predict)
 
-    s = sub.add_parser("sla", help="largest step size meeting a latency target")
-    try:
-        from .sla import add_sla_arguments
-
-        add_sla_arguments(s)
-    except ImportError:  # pragma: no cover
-        pass
-    common(s, fit_arg=True)
-    s.set_defaults(func=cmd_sla)
-
     d = sub.add_parser("diagnose", help="residual tests of a fit on a trace")
     d.add_argument("fit")
     d.add_argument("trace")
     common(d)
     d.set_defaults(func=cmd_diagnose)
 
-    c = sub.add_parser("compare", help="compare models and baselines by cross-validation")
-    try:
-        from .compare import add_compare_arguments
-
-        add_compare_arguments(c)
-    except ImportError:  # pragma: no cover
-        pass
-    common(c, out=True, js=True)
-    c.set_defaults(func=cmd_compare)
-
-    sm = sub.add_parser("simulate", help="simulate a continuous-batching server")
-    try:
-        from .simulate import add_simulate_arguments
-
-        add_simulate_arguments(sm)
-    except ImportError:  # pragma: no cover
-        pass
-    common(sm, fit_arg=True)
-    sm.set_defaults(func=cmd_simulate)
-
-    fa = sub.add_parser("factors", help="secondary-factor analysis at a fixed step size")
-    try:
-        from .factors import add_factors_arguments
-
-        add_factors_arguments(fa)
-    except ImportError:  # pragma: no cover
-        pass
-    common(fa)
-    fa.set_defaults(func=cmd_factors)
+    # sub-commands whose options live beside their implementation
+    for name, text, module, func, kw in (
+        ("sla", "largest step size meeting a latency target", "sla", cmd_sla,
+         {"fit_arg": True}),
+        ("compare", "compare models and baselines by cross-validation", "compare", cmd_compare,
+         {"out": True}),
+        ("simulate", "simulate a continuous-batching server", "simulate", cmd_simulate,
+         {"fit_arg": True}),
+        ("factors", "secondary-factor analysis at a fixed step size", "factors", cmd_factors, {}),
+    ):
+        sp = sub.add_parser(name, help=text)
+        mod = importlib.import_module(f".{module}", __package__)
+        getattr(mod, f"add_{module}_arguments")(sp)
+        common(sp, **kw)
+        sp.set_defaults(func=func)
 
     from .collect import add_collect_parser
 
