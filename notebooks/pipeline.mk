@@ -114,14 +114,17 @@ paper-check:
 notebooks-store: $(VENV_STAMP)
 	@for nb in $(NB_SOURCES); do \
 	  echo "execute in place: $$nb"; \
+	  PERFMODEL_PAPER_OUTPUT=$(abspath build/nbval-outputs) \
 	  $(PY) -m jupyter nbconvert --to notebook --execute --inplace \
 	      --ExecutePreprocessor.kernel_name=python3 --ExecutePreprocessor.timeout=600 $$nb \
 	    || exit 1; \
 	done
 	@$(PY) -m perfmodel.paperio strip $(NB_SOURCES)
 
+# the notebooks write their figures/tables/numbers to a scratch folder under nbval, so a test
+# run never replaces the paper's (full-run) outputs with quick-parameter ones
 nbval: $(VENV_STAMP)
-	$(PY) -m pytest $(NBVAL_ARGS) $(NB_SOURCES)
+	PERFMODEL_PAPER_OUTPUT=$(abspath build/nbval-outputs) $(PY) -m pytest $(NBVAL_ARGS) $(NB_SOURCES)
 
 paper-clean:
 	rm -rf $(NB_BUILD) figures/*.pdf figures/*.png paper/tables paper/numbers $(PAPER_NUMBERS) \

@@ -493,7 +493,11 @@ def notebook_setup(out: str | os.PathLike, notebook: str, *, style: bool = True)
       ``<root>/../shared/data/external`` when that folder exists, the same
       rule as ``tests/conftest.py``, so notebooks run under papermill and
       nbval alike read the local mirror of the public datasets;
-    * ``style`` applies :data:`PAPER_RC` to matplotlib.
+    * ``style`` applies :data:`PAPER_RC` to matplotlib;
+    * when ``PERFMODEL_PAPER_OUTPUT`` is set, figures, tables and numbers
+      go under that folder instead of ``out``: ``make test`` runs the
+      notebooks under nbval with quick parameters and must not overwrite the
+      paper's outputs with quick results (inputs are still read from ``out``).
     """
     root = Path(out)
     if not (root / "pyproject.toml").is_file():
@@ -506,6 +510,10 @@ def notebook_setup(out: str | os.PathLike, notebook: str, *, style: bool = True)
         import matplotlib
 
         matplotlib.rcParams.update(PAPER_RC)
+    dest = os.environ.get("PERFMODEL_PAPER_OUTPUT")
+    if dest:
+        Path(dest).mkdir(parents=True, exist_ok=True)
+        return PaperOutputs(dest, notebook)
     return PaperOutputs(root, notebook)
 
 

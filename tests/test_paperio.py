@@ -261,3 +261,15 @@ def test_cli_assemble_and_deps(tmp_path):
     r = subprocess.run([sys.executable, "-m", "perfmodel.paperio", "strip",
                         str(tmp_path / "nope.ipynb")], check=False, capture_output=True, text=True, env=env)
     assert r.returncode == 2 and "does not exist" in r.stderr
+
+
+def test_paper_output_override_keeps_the_paper_untouched(tmp_path, monkeypatch):
+    """Under nbval (make test) outputs go to PERFMODEL_PAPER_OUTPUT, never into the paper."""
+    from perfmodel import paperio
+
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("PERFMODEL_PAPER_OUTPUT", str(tmp_path / "scratch"))
+    paper = paperio.notebook_setup(repo, "zz_override_test", style=False)
+    paper.numbers({"ZzOverride": 1})
+    assert (tmp_path / "scratch" / "paper" / "numbers" / "zz_override_test.tex").exists()
+    assert not (repo / "paper" / "numbers" / "zz_override_test.tex").exists()
