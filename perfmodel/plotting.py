@@ -17,15 +17,20 @@ from scipy import stats
 from perfmodel.diagnostics import _resid, _vector
 from perfmodel.errors import InputError
 
-__all__ = ["acf_plot", "qq_plot", "residuals_vs"]
+__all__ = ["acf_plot", "get_ax", "qq_plot", "residuals_vs"]
 
 
-def _get_ax(ax):
+def get_ax(ax, needs: str = "plot"):
+    """Return ``ax``, or a new Axes when None; refuse objects without ``needs``.
+
+    The one place the ax-in / ax-out figure functions of every module get
+    their Axes from.
+    """
     if ax is None:
         import matplotlib.pyplot as plt
 
         _, ax = plt.subplots()
-    elif not hasattr(ax, "plot"):
+    elif not hasattr(ax, needs):
         raise InputError(f"`ax` must be a matplotlib Axes or None, got {type(ax).__name__}")
     return ax
 
@@ -51,7 +56,7 @@ def qq_plot(resid: Any, ax=None, *, standardize: bool = True):
     matplotlib.axes.Axes
     """
     e = _resid(resid, min_n=3)
-    ax = _get_ax(ax)
+    ax = get_ax(ax)
     if standardize:
         e = (e - e.mean()) / e.std(ddof=1)
     osm, osr = stats.probplot(e, dist="norm", fit=False)
@@ -96,7 +101,7 @@ def residuals_vs(x: Any, resid: Any, ax=None, xlabel: str = "x", *, bins: int = 
     xv = _vector(x, "x", n=e.size)
     if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 0:
         raise InputError(f"`bins` must be a non-negative integer, got {bins!r}")
-    ax = _get_ax(ax)
+    ax = get_ax(ax)
     ax.plot(xv, e, ".", ms=3, alpha=0.5, label="residuals")
     ax.axhline(0.0, color="k", lw=0.8)
     if bins and e.size >= 2 * bins:
@@ -132,7 +137,7 @@ def acf_plot(resid: Any, ax=None, lags: int = 40):
     if isinstance(lags, bool) or not isinstance(lags, (int, np.integer)) or lags < 1:
         raise InputError(f"`lags` must be a positive integer, got {lags!r}")
     lags = int(min(lags, e.size - 1))
-    ax = _get_ax(ax)
+    ax = get_ax(ax)
     from statsmodels.graphics.tsaplots import plot_acf
 
     plot_acf(e, ax=ax, lags=lags, zero=False, title="Residual autocorrelation")

@@ -237,12 +237,9 @@ def plot_contour(fit, batch_range=(1, 64), token_range=(1, 2048), quantity: str 
     s0, s1 = _range(token_range, "token_range")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
         raise InputError(f"n must be an integer >= 2, got {n!r}")
-    if ax is None:
-        import matplotlib.pyplot as plt
+    from .plotting import get_ax
 
-        _, ax = plt.subplots()
-    elif not hasattr(ax, "contourf"):
-        raise InputError(f"ax must be a matplotlib Axes or None, got {type(ax).__name__}")
+    ax = get_ax(ax, needs="contourf")
     b = np.linspace(b0, b1, n)
     s = np.geomspace(s0, s1, n) if log_tokens else np.linspace(s0, s1, n)
     Bg, Sg = np.meshgrid(b, s, indexing="xy")

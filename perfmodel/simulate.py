@@ -1081,13 +1081,9 @@ def pareto_front(df: pd.DataFrame, x: str = "median_e2e_s",
 
 
 def _get_ax(ax):
-    if ax is None:
-        import matplotlib.pyplot as plt
+    from .plotting import get_ax
 
-        _, ax = plt.subplots()
-    elif not hasattr(ax, "plot"):
-        raise InputError(f"ax must be a matplotlib Axes or None, got {type(ax).__name__}")
-    return ax
+    return get_ax(ax)
 
 
 def plot_policy_frontier(df: pd.DataFrame, ax=None, *, x: str = "median_e2e_s",

@@ -704,13 +704,9 @@ def frontier(fit, batch_sizes: Sequence[int], target_ms: float, q: float | None 
 
 
 def _get_ax(ax):
-    if ax is None:
-        import matplotlib.pyplot as plt
+    from .plotting import get_ax
 
-        _, ax = plt.subplots()
-    elif not hasattr(ax, "plot"):
-        raise InputError(f"ax must be a matplotlib Axes or None, got {type(ax).__name__}")
-    return ax
+    return get_ax(ax)
 
 
 def plot_frontier(df: pd.DataFrame, ax=None, *, label: str | None = None):
