@@ -110,6 +110,16 @@ def cmd_fit(args):
     return 0
 
 
+def _delegate(module: str):
+    """A sub-command implemented beside its module: ``<module>_command(args) -> (text, obj)``."""
+    def run(args):
+        mod = importlib.import_module(f".{module}", __package__)
+        text, obj = getattr(mod, f"{module}_command")(args)
+        _emit(args, text, obj)
+        return 0
+    return run
+
+
 def _load_fit(path):
     from .results import FitResult
 
@@ -140,14 +150,6 @@ def cmd_predict(args):
     return 0
 
 
-def cmd_sla(args):
-    from .sla import sla_command
-
-    text, obj = sla_command(args)
-    _emit(args, text, obj)
-    return 0
-
-
 def cmd_diagnose(args):
     from .diagnostics import residual_table
     from .trace import read_trace, step_features, time_order
@@ -169,30 +171,6 @@ def cmd_diagnose(args):
     text = f"residual tests ({scale} residuals, n = {len(resid)}, time-ordered)\n" + table.to_string(index=False)
     _emit(args, text, {"residual_scale": scale, "n": len(resid),
                        "tests": json.loads(table.to_json(orient="records"))})
-    return 0
-
-
-def cmd_compare(args):
-    from .compare import compare_command
-
-    text, obj = compare_command(args)
-    _emit(args, text, obj)
-    return 0
-
-
-def cmd_simulate(args):
-    from .simulate import simulate_command
-
-    text, obj = simulate_command(args)
-    _emit(args, text, obj)
-    return 0
-
-
-def cmd_factors(args):
-    from .factors import factors_command
-
-    text, obj = factors_command(args)
-    _emit(args, text, obj)
     return 0
 
 
@@ -256,20 +234,17 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_diagnose)
 
     # sub-commands whose options live beside their implementation
-    for name, text, module, func, kw in (
-        ("sla", "largest step size meeting a latency target", "sla", cmd_sla,
-         {"fit_arg": True}),
-        ("compare", "compare models and baselines by cross-validation", "compare", cmd_compare,
-         {"out": True}),
-        ("simulate", "simulate a continuous-batching server", "simulate", cmd_simulate,
-         {"fit_arg": True}),
-        ("factors", "secondary-factor analysis at a fixed step size", "factors", cmd_factors, {}),
+    for name, text, kw in (
+        ("sla", "largest step size meeting a latency target", {"fit_arg": True}),
+        ("compare", "compare models and baselines by cross-validation", {"out": True}),
+        ("simulate", "simulate a continuous-batching server", {"fit_arg": True}),
+        ("factors", "secondary-factor analysis at a fixed step size", {}),
     ):
         sp = sub.add_parser(name, help=text)
-        mod = importlib.import_module(f".{module}", __package__)
-        getattr(mod, f"add_{module}_arguments")(sp)
+        mod = importlib.import_module(f".{name}", __package__)
+        getattr(mod, f"add_{name}_arguments")(sp)
         common(sp, **kw)
-        sp.set_defaults(func=func)
+        sp.set_defaults(func=_delegate(name))
 
     from .collect import add_collect_parser
 
