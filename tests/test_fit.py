@@ -150,3 +150,36 @@ def test_a_parameter_at_bound_does_not_erase_the_others_errors():
     assert "tau_S" in r.at_bound and np.isnan(r.stderrs["tau_S"])
     others = [n for n in r.param_names if n not in r.at_bound]
     assert all(np.isfinite(r.stderrs[n]) for n in others)
+
+
+def test_covariance_flags_a_tiny_but_nonzero_column_as_unidentified():
+    """A saturated exp term has a Jacobian column of 1e-93, not 0: still unidentified."""
+    from perfmodel.fit import covariance
+
+    rng = np.random.default_rng(0)
+    J = np.column_stack([rng.normal(size=50), rng.normal(size=50), 1e-93 * rng.normal(size=50)])
+    cov, unident = covariance(J, rss=1.0, dof=47)
+    assert not unident[2]                            # the scaled SVD alone misses it
+    cov, unident = covariance(J, rss=1.0, dof=47, theta=np.array([1.0, 2.0, 214.0]))
+    assert unident.tolist() == [False, False, True]
+    assert np.isnan(cov[2]).all() and np.isfinite(cov[:2, :2]).all()
+
+
+def test_restart_until_stalled_keeps_the_best_and_stops():
+    from perfmodel.fit import _restart_until_stalled
+
+    class R:
+        def __init__(self, cost):
+            self.cost, self.params = cost, np.array([cost])
+
+    costs = iter([5.0, 4.0, 4.0 - 1e-14, 3.0])
+    calls = []
+
+    def refit(start):
+        calls.append(start[0])
+        return R(next(costs))
+
+    best = _restart_until_stalled(refit, R(6.0))
+    # 6 -> 5 -> 4 -> 4 - 1e-14 (gain below rtol): stops, keeps the lowest
+    assert best.cost == 4.0 - 1e-14 and calls == [6.0, 5.0, 4.0]
+    assert _restart_until_stalled(lambda s: R(7.0), R(6.0)).cost == 6.0   # no improvement
