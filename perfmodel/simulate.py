@@ -997,7 +997,8 @@ _METRICS = ("output_throughput_tok_s", "request_throughput_req_s", "median_e2e_s
 def evaluate_policies(model, workload: Mapping, *, policies=("decode_first", "prefill_first"),
                       max_num_batched_tokens=(256, 512, 1024, 2048),
                       max_num_seqs=(256,), long_prefill_token_threshold=(0,),
-                      step_overhead_ms: float = 0.0, seed: int = 0) -> pd.DataFrame:
+                      step_overhead_ms: float = 0.0, seed: int = 0,
+                      seeds=None) -> pd.DataFrame:
     """Sweep batching policies with the simulator: throughput against latency.
 
     Problem: seed 003, section 10.3 -- compare chunk sizes
@@ -1014,14 +1015,23 @@ def evaluate_policies(model, workload: Mapping, *, policies=("decode_first", "pr
         'prompt_tokens', 'output_tokens'}`` (or ``'arrival_times'``)
     policies, max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold :
         sequences of values to combine
+    seed, seeds : one arrival seed, or several (``seeds`` wins): with several,
+        every setting is simulated once per seed (the same arrivals for every
+        setting), the metrics are the means over seeds, and the Pareto front
+        counts a setting as dominated only where the paired seed-to-seed
+        differences are significant (:func:`pareto_front` with ``samples``)
 
     Returns
     -------
     DataFrame, one row per combination: the settings and the metrics
     ``output_throughput_tok_s, request_throughput_req_s, median_e2e_s,
     p90_e2e_s, median_ttft_s, p90_ttft_s, mean_tpot_ms, p90_tpot_ms, n_steps,
-    mean_batch_size``, plus ``pareto`` (True where no other row has both
-    higher throughput and lower median e2e latency).
+    mean_batch_size`` (means over seeds), ``n_seeds``, the standard errors
+    ``output_throughput_tok_s_se`` and ``median_e2e_s_se`` over seeds, plus
+    ``pareto`` (True where no other row has both higher throughput and lower
+    median e2e latency, beyond the seed-to-seed spread when there are several
+    seeds).  A single seed gives a front that can hinge on differences far
+    inside the simulator's noise (0.1 % in throughput): use several.
     """
     _check_model(model)
     if not isinstance(workload, Mapping):
@@ -1043,40 +1053,93 @@ def evaluate_policies(model, workload: Mapping, *, policies=("decode_first", "pr
         if not vals:
             raise InputError(f"{name} grid is empty")
         grids[name] = vals
-    rows = []
+    seeds = [seed] if seeds is None else [int(v) for v in np.atleast_1d(seeds)]
+    if not seeds:
+        raise InputError("seeds is empty")
+    rows, per_seed = [], []
     for pol, K, M, thr in product(*grids.values()):
-        kw = dict(max_num_seqs=M, max_num_batched_tokens=K, policy=pol,
-                  long_prefill_token_threshold=thr, step_overhead_ms=step_overhead_ms,
-                  seed=seed, keep_steps=True)
-        if closed:
-            r = simulate_closed_loop(model, workload["num_requests"], workload["concurrency"],
-                                     workload["prompt_tokens"], workload["output_tokens"], **kw)
-        else:
-            r = simulate_open_loop(model, prompt_tokens=workload["prompt_tokens"],
-                                   output_tokens=workload["output_tokens"],
-                                   rate=workload.get("rate"),
-                                   num_requests=workload.get("num_requests"),
-                                   arrival_times=workload.get("arrival_times"), **kw)
-        d = r.to_dict()
+        runs = []
+        for sd in seeds:
+            kw = dict(max_num_seqs=M, max_num_batched_tokens=K, policy=pol,
+                      long_prefill_token_threshold=thr, step_overhead_ms=step_overhead_ms,
+                      seed=sd, keep_steps=True)
+            if closed:
+                r = simulate_closed_loop(model, workload["num_requests"],
+                                         workload["concurrency"], workload["prompt_tokens"],
+                                         workload["output_tokens"], **kw)
+            else:
+                r = simulate_open_loop(model, prompt_tokens=workload["prompt_tokens"],
+                                       output_tokens=workload["output_tokens"],
+                                       rate=workload.get("rate"),
+                                       num_requests=workload.get("num_requests"),
+                                       arrival_times=workload.get("arrival_times"), **kw)
+            d = r.to_dict()
+            runs.append([np.nan if d.get(m) is None else float(d[m]) for m in _METRICS])
+        runs = np.asarray(runs)
+        per_seed.append(runs)
+        n = len(seeds)
+        se = runs.std(axis=0, ddof=1) / np.sqrt(n) if n > 1 else np.zeros(len(_METRICS))
         rows.append({"policy": pol, "max_num_batched_tokens": K, "max_num_seqs": M,
-                     "long_prefill_token_threshold": thr, **{m: d.get(m) for m in _METRICS}})
+                     "long_prefill_token_threshold": thr,
+                     **dict(zip(_METRICS, runs.mean(axis=0))), "n_seeds": n,
+                     "output_throughput_tok_s_se": se[_METRICS.index("output_throughput_tok_s")],
+                     "median_e2e_s_se": se[_METRICS.index("median_e2e_s")]})
     df = pd.DataFrame(rows)
-    df["pareto"] = pareto_front(df)
+    for m in ("n_steps",):
+        if len(seeds) == 1:
+            df[m] = df[m].astype(int)
+    stack = np.stack(per_seed)                       # settings x seeds x metrics
+    samples = {m: stack[:, :, i] for i, m in enumerate(_METRICS)}
+    df["pareto"] = pareto_front(df, samples=samples)
     return df
 
 
 def pareto_front(df: pd.DataFrame, x: str = "median_e2e_s",
-                 y: str = "output_throughput_tok_s") -> np.ndarray:
-    """Boolean mask of rows not dominated in (lower ``x``, higher ``y``)."""
+                 y: str = "output_throughput_tok_s", *, samples=None,
+                 z: float = 2.0) -> np.ndarray:
+    """Boolean mask of rows not dominated in (lower ``x``, higher ``y``).
+
+    Without ``samples``, row ``j`` dominates row ``i`` when it is at least as
+    good in both and better in one.  With ``samples`` (``{column: array of
+    shape (rows, seeds)}``, the per-seed values behind the means, paired by
+    seed), ``j`` dominates ``i`` only when it is better in one metric by more
+    than ``z`` standard errors of the paired difference and not worse by more
+    than ``z`` standard errors in the other: settings whose differences lie
+    inside the seed-to-seed spread do not dominate each other.  With one seed
+    the two rules agree.
+    """
     for c in (x, y):
         if c not in df.columns:
             raise InputError(f"column {c!r} not in the table (columns: {list(df.columns)})")
-    X = df[x].to_numpy(float)
-    Y = df[y].to_numpy(float)
+    if not (np.isfinite(z) and z >= 0):
+        raise InputError(f"z must be a finite number >= 0, got {z!r}")
+    if samples is None:
+        X = df[x].to_numpy(float)[:, None]
+        Y = df[y].to_numpy(float)[:, None]
+    else:
+        X = np.asarray(samples[x], float)
+        Y = np.asarray(samples[y], float)
+        if X.shape != Y.shape or X.ndim != 2 or X.shape[0] != len(df):
+            raise InputError(f"samples must hold ({len(df)}, seeds) arrays for {x!r} and {y!r}")
+
+    def gain(A, i, j, sign):
+        # mean paired improvement of j over i (sign +1: larger is better) and its s.e.
+        d = sign * (A[j] - A[i])
+        se = d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else 0.0
+        return d.mean(), se
+
     keep = np.ones(len(df), bool)
     for i in range(len(df)):
-        dom = (X <= X[i]) & (Y >= Y[i]) & ((X < X[i]) | (Y > Y[i]))
-        keep[i] = not dom.any()
+        for j in range(len(df)):
+            if i == j:
+                continue
+            gx, sx = gain(X, i, j, -1.0)
+            gy, sy = gain(Y, i, j, +1.0)
+            better = (gx > z * sx and gx > 0) or (gy > z * sy and gy > 0)
+            not_worse = gx >= -z * sx and gy >= -z * sy
+            if better and not_worse:
+                keep[i] = False
+                break
     return keep
 
 
@@ -1091,7 +1154,8 @@ def plot_policy_frontier(df: pd.DataFrame, ax=None, *, x: str = "median_e2e_s",
     """Throughput against latency, one marker per setting, the Pareto front as a line.
 
     ``df`` is the output of :func:`evaluate_policies`; points are grouped
-    (coloured) by the column ``by``.  Returns the ``ax``.
+    (coloured) by the column ``by``; the front is its ``pareto`` column when
+    present (else :func:`pareto_front` of the means).  Returns the ``ax``.
     """
     if not isinstance(df, pd.DataFrame) or len(df) == 0:
         raise InputError("df must be a non-empty DataFrame from evaluate_policies")
@@ -1101,7 +1165,9 @@ def plot_policy_frontier(df: pd.DataFrame, ax=None, *, x: str = "median_e2e_s",
     ax = _get_ax(ax)
     for key, g in df.groupby(by, sort=True):
         ax.scatter(g[x], g[y], label=f"{by}={key}", alpha=0.8)
-    front = df[pareto_front(df, x, y)].sort_values(x)
+    # the front evaluate_policies judged against the seed spread, when it is there
+    mask = df["pareto"].to_numpy(bool) if "pareto" in df.columns else pareto_front(df, x, y)
+    front = df[mask].sort_values(x)
     ax.plot(front[x], front[y], "k--", lw=1, label="Pareto front")
     ax.set_xlabel(x.replace("_", " "))
     ax.set_ylabel(y.replace("_", " "))

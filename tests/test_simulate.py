@@ -504,6 +504,38 @@ def test_pareto_front_simple():
     assert pareto_front(df).tolist() == [True, True, False, False]
 
 
+def test_pareto_front_ignores_differences_inside_the_seed_spread():
+    # row 1 beats row 0 by 0.1 % in throughput on average, but seed to seed the paired
+    # difference swings by +-1 %: no dominance.  Row 2 is clearly worse in both.
+    df = pd.DataFrame({"median_e2e_s": [1.0, 1.0, 2.0],
+                       "output_throughput_tok_s": [1000.0, 1001.0, 500.0]})
+    thr = np.array([[1000.0, 1000.0, 1000.0, 1000.0],
+                    [1011.0, 991.0, 1012.0, 990.0],
+                    [500.0, 505.0, 495.0, 500.0]])
+    e2e = np.array([[1.0] * 4, [1.0] * 4, [2.0, 2.1, 1.9, 2.0]])
+    samples = {"median_e2e_s": e2e, "output_throughput_tok_s": thr}
+    assert pareto_front(df).tolist() == [False, True, False]           # means only
+    assert pareto_front(df, samples=samples).tolist() == [True, True, False]
+    # a consistent paired gain of 1 tok/s is significant however small
+    samples["output_throughput_tok_s"] = np.array([[1000.0, 990, 1010, 1000],
+                                                   [1001.0, 991, 1011, 1001],
+                                                   [500.0, 505, 495, 500]])
+    assert pareto_front(df, samples=samples).tolist() == [False, True, False]
+    with pytest.raises(InputError, match="samples"):
+        pareto_front(df, samples={"median_e2e_s": e2e[:2], "output_throughput_tok_s": thr[:2]})
+
+
+def test_evaluate_policies_over_seeds_reports_spread():
+    wl = dict(rate=20.0, num_requests=30, prompt_tokens=50, output_tokens=8)
+    df = evaluate_policies(Truth(), wl, max_num_batched_tokens=(64, 128), seeds=[0, 1, 2])
+    assert (df["n_seeds"] == 3).all()
+    assert (df["output_throughput_tok_s_se"] > 0).all()
+    one = evaluate_policies(Truth(), wl, max_num_batched_tokens=(64, 128), seed=1)
+    assert (one["n_seeds"] == 1).all() and (one["output_throughput_tok_s_se"] == 0).all()
+    with pytest.raises(InputError, match="seeds is empty"):
+        evaluate_policies(Truth(), wl, seeds=[])
+
+
 # ---------------------------------------------------------------------------
 # CLI helper
 # ---------------------------------------------------------------------------
