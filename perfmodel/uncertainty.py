@@ -834,6 +834,52 @@ class BootstrapResult:
                         n_failed=self.n_failed)
         return df
 
+    def endpoint_mc_range(self, level: float = 0.95) -> pd.DataFrame:
+        """Monte Carlo range of each percentile endpoint, from the resamples themselves.
+
+        The ``q``-quantile of ``n`` resamples is the order statistic near
+        ``q n``; another set of ``n`` resamples would give one within about
+        ``q n +- z sqrt(n q (1-q))`` (the binomial count of resamples below
+        the true quantile), ``z`` from ``level``.  Returns, per parameter,
+        ``lower_lo, lower_hi, upper_lo, upper_hi``: the values of those
+        bracketing order statistics for the ``alpha/2`` and ``1 - alpha/2``
+        quantiles (for BCa intervals the nominal quantiles, an approximation).
+        A wide range means the endpoint is set by a few extreme resamples
+        and is not determined by ``n_boot`` of them.
+        """
+        if not 0 < level < 1:
+            raise InputError(f"level must be in (0, 1), got {level!r}")
+        n = self.n_ok
+        out = {}
+        z = stats.norm.ppf(0.5 + level / 2)
+        srt = np.sort(self.samples, axis=0) if n else self.samples
+        for name, q in (("lower", self.alpha / 2), ("upper", 1 - self.alpha / 2)):
+            half = z * np.sqrt(n * q * (1 - q))
+            lo = int(np.clip(np.floor(q * n - half), 0, max(n - 1, 0)))
+            hi = int(np.clip(np.ceil(q * n + half), 0, max(n - 1, 0)))
+            out[f"{name}_lo"] = srt[lo] if n else np.full(len(self.param_names), np.nan)
+            out[f"{name}_hi"] = srt[hi] if n else np.full(len(self.param_names), np.nan)
+        return pd.DataFrame(out, index=pd.Index(list(self.param_names), name="parameter"))
+
+    def undetermined(self, max_spread: float = 0.5, level: float = 0.95) -> pd.DataFrame:
+        """Endpoints that the resamples do not determine (booleans ``lower``, ``upper``).
+
+        An endpoint is undetermined when its Monte Carlo range
+        (:meth:`endpoint_mc_range`) is wider than ``max_spread`` times its
+        larger end in magnitude (0.5: the range spans more than a factor of
+        two).  Such an endpoint is a few extreme resamples -- often fits that
+        wandered along a flat direction, whose values move with the BLAS
+        kernel -- and should be reported as not determined, not as a number.
+        """
+        r = self.endpoint_mc_range(level)
+        flags = {}
+        for name in ("lower", "upper"):
+            lo, hi = r[f"{name}_lo"].to_numpy(float), r[f"{name}_hi"].to_numpy(float)
+            scale = np.maximum(np.abs(lo), np.abs(hi))
+            with np.errstate(invalid="ignore"):
+                flags[name] = ~((hi - lo) <= max_spread * scale)
+        return pd.DataFrame(flags, index=r.index)
+
     def to_dict(self, include_samples: bool = False) -> dict[str, Any]:
         """JSON-safe dict (NaN/inf -> None), for FIT.json's ``'bootstrap'`` key."""
         def fl(v):

@@ -416,3 +416,29 @@ def test_relative_weight_fit_bootstrap_and_bands():
     g = _grid([64.0, 512.0])
     cb, pb = U.confidence_band(fit, g), U.prediction_band(fit, g)
     assert np.all(pb["upper"] - pb["lower"] > cb["upper"] - cb["lower"])
+
+
+def test_bootstrap_endpoint_mc_range_flags_endpoints_set_by_a_few_resamples():
+    """A heavy upper tail (fits wandering along a flat direction) leaves the upper end undetermined."""
+    from perfmodel.uncertainty import BootstrapResult
+
+    rng = np.random.default_rng(0)
+    n = 49
+    tight = rng.normal(10.0, 0.5, n)                     # well determined both ends
+    heavy = np.concatenate([rng.normal(4.0, 0.3, n - 4), [40.0, 90.0, 300.0, 1000.0]])
+    samples = np.column_stack([tight, heavy])
+    lower, upper = np.percentile(samples, [2.5, 97.5], axis=0)
+    b = BootstrapResult(param_names=["a", "k_B"], estimate=np.array([10.0, 4.0]),
+                        samples=samples, lower=lower, upper=upper, method="percentile",
+                        scheme="pairs", n_boot=n, n_failed=0, failures=[], alpha=0.05, seed=0,
+                        relative="log", loss="linear")
+    r = b.endpoint_mc_range()
+    srt = np.sort(heavy)
+    # q n = 47.8 +- 1.96 sqrt(49 0.975 0.025) = +-2.1: order statistics 45 .. 48 (0-based)
+    assert r.loc["k_B", "upper_hi"] == srt[48] and r.loc["k_B", "upper_lo"] == srt[45]
+    assert r.loc["a", "lower_lo"] <= lower[0] <= r.loc["a", "lower_hi"]
+    nd = b.undetermined()
+    assert nd.loc["k_B", "upper"] and not nd.loc["k_B", "lower"]
+    assert not nd.loc["a"].any()
+    with pytest.raises(InputError, match="level"):
+        b.endpoint_mc_range(level=1.5)
