@@ -1,7 +1,8 @@
 # perfmodel: two commands do everything on a fresh machine.
 #   make reproduce   set up .venv, run the pipeline on the data in the repo, regenerate
 #                    figures, tables, numbers and the paper (QUICK=1: small parameters)
-#   make test        set up .venv, run the test suite and validate the notebooks (nbval)
+#   make test        set up .venv, lint, run the test suite and validate the notebooks (nbval)
+#                    under two BLAS kernels
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -11,45 +12,92 @@ QUICK ?=
 # public datasets are read from this mirror when it exists (CI sets it too)
 MIRROR_DEFAULT := $(abspath ../shared/data/external)
 export PERFMODEL_DATA_MIRROR ?= $(if $(wildcard $(MIRROR_DEFAULT)),$(MIRROR_DEFAULT),)
+# figures are files, never windows (`make lab` unsets it for inline figures)
 export MPLBACKEND ?= Agg
+# Numerical settings of every command below (not of `make lab`): one BLAS/OpenMP thread, so a
+# result never depends on the core count (README, "Reproducibility").  The BLAS kernel is NOT
+# pinned: results are printed at a precision that does not move with it, and `make test`
+# checks that under two kernels (BLAS_KERNELS).
+export OMP_NUM_THREADS ?= 1
+export OPENBLAS_NUM_THREADS ?= 1
+export MKL_NUM_THREADS ?= 1
+# OpenBLAS kernels `make test` and `make check-blas` compare: `default` = what OpenBLAS picks
+# for this CPU (OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset), anything else = OPENBLAS_CORETYPE
+BLAS_KERNELS ?= default Haswell
+# (shell text: the `env ...` prefix for the kernel named by the loop variable $$k of a recipe)
+BLAS_ENV_K = $$(if [ "$$k" = default ]; then echo env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE; \
+               else echo env OPENBLAS_CORETYPE=$$k; fi)
 
-.PHONY: all setup test test-unit test-notebooks reproduce fit-example lab bench clean-build
+.PHONY: all setup test test-unit test-notebooks lint reproduce fit-example lab bench clean-build \
+        check-outputs check-blas
 
 all: reproduce
 
 setup: $(VENV_STAMP)
 
+# editable install through a path (.pth) entry: a script next to a checkout folder named
+# `perfmodel` then still imports the installed package (README, "Install")
 $(VENV_STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev]' --config-settings editable_mode=compat
 	@touch $@
 
-test: test-unit test-notebooks
+test: lint test-unit test-notebooks
+
+lint: $(VENV_STAMP)
+	$(PY) -m ruff check perfmodel tests scripts benchmarks
 
 test-unit: $(VENV_STAMP)
 	$(PY) -m pytest tests -q
 
+# the notebooks' checked outputs must not depend on the BLAS kernel: validate under each
 test-notebooks: $(VENV_STAMP)
-	$(MAKE) --no-print-directory nbval
+	@for k in $(BLAS_KERNELS); do \
+	  echo "nbval with BLAS kernel: $$k"; \
+	  $(BLAS_ENV_K) $(MAKE) --no-print-directory nbval || exit 1; \
+	done
 
 build:
 	@mkdir -p build
 
 # the example fit (the main job before the notebooks existed; still part of reproduce)
 build/example_fit.json: $(VENV_STAMP) data/example/example_trace.csv perfmodel/*.py | build
-	$(VENV)/bin/perfmodel fit data/example/example_trace.csv -o $@ --force > build/example_fit_report.txt
+	$(VENV)/bin/perfmodel fit data/example/example_trace.csv --model seed_id -o $@ --force \
+	  > build/example_fit_report.txt
 	@echo "wrote $@ and build/example_fit_report.txt"
 
 fit-example: build/example_fit.json
 
 include notebooks/pipeline.mk
 
-reproduce: $(VENV_STAMP) fit-example paper
+# a paper output changed outside the pipeline (e.g. a notebook run by hand with the output
+# folder pointed at the repository) makes its notebook rerun
+reproduce: $(VENV_STAMP)
+	@$(PY) -m perfmodel.pipeline stale --build $(NB_BUILD)
+	@$(MAKE) --no-print-directory fit-example paper
 	@echo "reproduce: done"
 
+# generated outputs differ from what the pipeline last wrote: exit 1 naming them
+check-outputs: $(VENV_STAMP)
+	@$(PY) -m perfmodel.pipeline stale --build $(NB_BUILD) --check
+
+# the paper's numbers and tables are identical under each BLAS kernel (reruns every notebook
+# per kernel into build/blas-check/<kernel>; QUICK=1 for small parameters)
+check-blas: $(VENV_STAMP)
+	@for k in $(BLAS_KERNELS); do \
+	  echo "pipeline outputs with BLAS kernel: $$k"; \
+	  $(BLAS_ENV_K) $(MAKE) --no-print-directory PAPER_OUT=build/blas-check/$$k \
+	      NB_BUILD=build/blas-check/$$k/notebooks build/blas-check/$$k/paper/numbers.tex \
+	    || exit 1; \
+	done
+	$(PY) -m perfmodel.pipeline compare $(addprefix build/blas-check/,$(BLAS_KERNELS))
+
+# JupyterLab on the project's environment, rooted at the repository, with inline figures.
+# Notebooks run here write their figures/tables/numbers to build/scratch (never to the
+# paper's committed outputs).  As root it adds --allow-root.
 lab: $(VENV_STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --no-browser \
+	env -u MPLBACKEND $(VENV)/bin/jupyter lab --notebook-dir=. --no-browser \
 	  $(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)
 
 bench: $(VENV_STAMP)

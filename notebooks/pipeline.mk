@@ -10,6 +10,8 @@
 #               fewer starts); empty/0 uses notebooks/params/*.yaml (the full run)
 #   PYTHON3     a plain Python >= 3.11 for the dependency scan (stdlib only; default python3)
 #   NB_BUILD    executed notebooks (default build/notebooks)
+#   PAPER_OUT   root under which figures/, paper/tables/, paper/numbers/ and paper/numbers.tex
+#               are written (default: the repository; `make check-blas` uses build/blas-check/K)
 #   LATEXMK     path of latexmk (default: found on PATH; empty = not installed)
 # Targets:
 #   notebooks       run every notebook whose inputs changed (papermill, --cwd notebooks)
@@ -19,7 +21,8 @@
 #   notebooks-store re-execute the committed notebooks in place with their default (= quick)
 #                   parameters and strip run noise: the stored outputs nbval compares against
 #   nbval           pytest --nbval-lax on the committed notebooks (what `make test` should call)
-#   paper-clean     remove generated figures, tables, numbers, build/notebooks and LaTeX aux files
+#   paper-clean     remove what the pipeline rebuilds (figures, notebook tables, numbers,
+#                   build/notebooks, LaTeX aux files); tables written by scripts/ stay
 #
 # Each executed notebook depends on: the notebook, its params file, the perfmodel sources it
 # imports (transitively; generated into $(NB_BUILD)/deps.mk by `python -m perfmodel.paperio deps`),
@@ -28,6 +31,7 @@
 QUICK   ?=
 PYTHON3 ?= python3
 NB_BUILD ?= build/notebooks
+PAPER_OUT ?= .
 LATEXMK ?= $(shell command -v latexmk 2>/dev/null)
 
 NB_MODE       := $(if $(filter 1 yes true YES TRUE,$(QUICK)),quick,full)
@@ -39,7 +43,13 @@ NB_MODE_FILE  := $(NB_BUILD)/.mode
 NB_DEPS_FILE  := $(NB_BUILD)/deps.mk
 PIPELINE_STAMP := build/pipeline.stamp
 PAPER_PDF     := paper/main.pdf
-PAPER_NUMBERS := paper/numbers.tex
+PAPER_NUMBERS := $(patsubst ./%,%,$(PAPER_OUT)/paper/numbers.tex)
+# notebook runs write their outputs under PAPER_OUT and list them (with sha256) in a manifest
+# beside the executed notebook: `make reproduce` reruns a notebook whose outputs changed since
+PIPELINE_ENV   = PERFMODEL_PAPER_OUTPUT=$(abspath $(PAPER_OUT)) \
+                 PERFMODEL_OUTPUT_MANIFEST=$(abspath $(NB_BUILD))/$*.outputs.json
+# ipykernel warns on every start that its local TCP sockets are unencrypted: not news here
+QUIET_KERNEL   = 2> >(grep -v 'Kernel is running over TCP without encryption' >&2)
 NBVAL_ARGS    := --nbval-lax --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:cacheprovider
 
 # data each notebook reads besides the public mirror (pinned, immutable)
@@ -78,23 +88,28 @@ endif
 
 # papermill writes to a partial file first: a failed run never leaves an up-to-date target
 $(NB_BUILD)/%.ipynb: notebooks/%.ipynb $(NB_PARAMS)/%.yaml $(NB_MODE_FILE) $(VENV_STAMP) | pipeline-start
-	@mkdir -p $(@D) figures paper/tables paper/numbers
+	@mkdir -p $(@D) $(addprefix $(PAPER_OUT)/,figures paper/tables paper/numbers)
 	@echo "papermill [$(NB_MODE)] $*"
-	@$(PY) -m papermill $< $(@D)/$*.partial.ipynb -f $(NB_PARAMS)/$*.yaml -k python3 \
-	    --cwd notebooks --no-progress-bar --log-level WARNING \
+	@$(PIPELINE_ENV) $(PY) -m papermill $< $(@D)/$*.partial.ipynb -f $(NB_PARAMS)/$*.yaml \
+	    -k python3 --cwd notebooks --no-progress-bar --log-level WARNING $(QUIET_KERNEL) \
 	  && mv $(@D)/$*.partial.ipynb $@ \
 	  || { echo "notebook $* FAILED: see $(@D)/$*.partial.ipynb" >&2; exit 1; }
 
 $(PAPER_NUMBERS): $(NB_OUTPUTS) perfmodel/paperio.py | pipeline-start
-	@$(PY) -m perfmodel.paperio assemble --folder paper/numbers --out $@
+	@$(PY) -m perfmodel.paperio assemble --folder $(PAPER_OUT)/paper/numbers --out $@
+
+# the PDF's dates come from this fixed time (2026-01-01 UTC), so a rebuild of unchanged inputs
+# gives the same bytes
+PAPER_DATE_EPOCH ?= 1767225600
 
 ifneq ($(strip $(LATEXMK)),)
 paper: $(PAPER_PDF)
 
 $(PAPER_PDF): paper/main.tex paper/refs.bib $(PAPER_NUMBERS) $(NB_OUTPUTS)
 	@echo "latexmk -pdf paper/main.tex"
-	@cd paper && $(LATEXMK) -pdf -interaction=nonstopmode -halt-on-error -file-line-error \
-	    -silent main.tex >/dev/null || { tail -n 40 main.log >&2; exit 1; }
+	@cd paper && SOURCE_DATE_EPOCH=$(PAPER_DATE_EPOCH) FORCE_SOURCE_DATE=1 \
+	    $(LATEXMK) -pdf -interaction=nonstopmode -halt-on-error -file-line-error \
+	    -silent main.tex >latexmk.log 2>&1 || { tail -n 40 main.log >&2; exit 1; }
 	@touch $@
 	@echo "built $@"
 else
@@ -124,9 +139,11 @@ notebooks-store: $(VENV_STAMP)
 # the notebooks write their figures/tables/numbers to a scratch folder under nbval, so a test
 # run never replaces the paper's (full-run) outputs with quick-parameter ones
 nbval: $(VENV_STAMP)
-	PERFMODEL_PAPER_OUTPUT=$(abspath build/nbval-outputs) $(PY) -m pytest $(NBVAL_ARGS) $(NB_SOURCES)
+	PERFMODEL_PAPER_OUTPUT=$(abspath build/nbval-outputs) $(PY) -m pytest $(NBVAL_ARGS) \
+	    $(NB_SOURCES) $(QUIET_KERNEL)
 
 paper-clean:
-	rm -rf $(NB_BUILD) figures/*.pdf figures/*.png paper/tables paper/numbers $(PAPER_NUMBERS) \
-	    $(PIPELINE_STAMP)
-	-cd paper && $(LATEXMK) -C main.tex >/dev/null 2>&1; rm -f paper/main.pdf paper/main.bbl
+	@$(PYTHON3) -m perfmodel.pipeline clean --root .
+	rm -rf $(NB_BUILD) $(PIPELINE_STAMP)
+	-cd paper && $(LATEXMK) -C main.tex >/dev/null 2>&1; rm -f paper/main.pdf paper/main.bbl \
+	    paper/latexmk.log

@@ -44,12 +44,14 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError
+from .pipeline import record_output
 
 __all__ = [
     "PAPER_RC",
     "PaperOutputs",
     "assemble_numbers",
     "find_root",
+    "format_bound",
     "format_number",
     "latex_escape",
     "macro_name",
@@ -190,6 +192,33 @@ def format_number(value: Any, digits: int = 3, *, fixed: bool = False, percent: 
     if float(s.replace("{,}", "")) == 0:
         sign = ""
     return sign + s + suffix
+
+
+def format_bound(value: Any, limit: float, digits: int = 2, *, latex: bool = True) -> str:
+    """``value`` formatted, or "below ``limit``" when it is smaller in magnitude.
+
+    For quantities at rounding level (a singular value ratio of 1e-16, a change
+    of 1e-14 ms): their digits are floating-point noise that moves with the
+    BLAS kernel, so only the bound is a claim.  ``latex=False`` gives plain
+    text for notebook output.
+
+    >>> format_bound(7.8e-17, 1e-12, latex=False)
+    '< 1e-12'
+    >>> format_bound(0.0091, 1e-12, latex=False)
+    '0.0091'
+    """
+    if not (isinstance(limit, _numbers.Real) and limit > 0):
+        raise InputError(f"limit must be a positive number, got {limit!r}")
+    x = float(value)
+    if math.isfinite(x) and abs(x) < limit:
+        e = math.log10(limit)
+        if latex:
+            return (rf"\ensuremath{{<10^{{{int(e)}}}}}" if e == int(e)
+                    else rf"\ensuremath{{<{format_number(limit, digits)}}}")
+        return f"< {limit:g}"
+    if latex:
+        return format_number(x, digits)
+    return f"{float(f'{x:.{digits - 1}e}'):g}"
 
 
 def _macro_lines(values: Mapping[str, str]) -> str:
@@ -438,11 +467,16 @@ class PaperOutputs:
 
     def figure(self, fig, name: str, **kwargs) -> list[Path]:
         """Save ``fig`` (see :func:`save_figure`)."""
-        return save_figure(fig, name, folder=self.figures, **kwargs)
+        paths = save_figure(fig, name, folder=self.figures, **kwargs)
+        for p in paths:
+            record_output(p)
+        return paths
 
     def table(self, df, name: str, **kwargs) -> Path:
         """Write ``df`` as ``paper/tables/<name>.tex`` (see :func:`table_tex`)."""
-        return write_table(df, name, folder=self.tables, notebook=self.notebook, **kwargs)
+        path = write_table(df, name, folder=self.tables, notebook=self.notebook, **kwargs)
+        record_output(path)
+        return path
 
     def numbers(self, values: Mapping[str, Any], *, digits: int = 3, fixed: bool = False,
                 percent: bool = False) -> dict[str, str]:
@@ -461,6 +495,7 @@ class PaperOutputs:
             fixed=[k for k, o in self._opts.items() if o["fixed"]],
             percent=[k for k, o in self._opts.items() if o["percent"]],
         )
+        record_output(self.numbers_dir / f"{self.notebook}.tex")
         return {k: done[k] for k in values}
 
 
@@ -494,10 +529,13 @@ def notebook_setup(out: str | os.PathLike, notebook: str, *, style: bool = True)
       rule as ``tests/conftest.py``, so notebooks run under papermill and
       nbval alike read the local mirror of the public datasets;
     * ``style`` applies :data:`PAPER_RC` to matplotlib;
-    * when ``PERFMODEL_PAPER_OUTPUT`` is set, figures, tables and numbers
-      go under that folder instead of ``out``: ``make test`` runs the
-      notebooks under nbval with quick parameters and must not overwrite the
-      paper's outputs with quick results (inputs are still read from ``out``).
+    * figures, tables and numbers go under ``PERFMODEL_PAPER_OUTPUT`` (the
+      pipeline sets it to the repository root; ``make test`` to
+      ``build/nbval-outputs``); when it is unset -- a notebook opened in
+      JupyterLab or run by hand -- they go to ``<out>/build/scratch``, so an
+      interactive run never replaces the paper's committed outputs (inputs
+      are still read from ``out``).  The pipeline also sets
+      ``PERFMODEL_OUTPUT_MANIFEST`` (see :mod:`perfmodel.pipeline`).
     """
     root = Path(out)
     if not (root / "pyproject.toml").is_file():
@@ -511,10 +549,12 @@ def notebook_setup(out: str | os.PathLike, notebook: str, *, style: bool = True)
 
         matplotlib.rcParams.update(PAPER_RC)
     dest = os.environ.get("PERFMODEL_PAPER_OUTPUT")
-    if dest:
-        Path(dest).mkdir(parents=True, exist_ok=True)
-        return PaperOutputs(dest, notebook)
-    return PaperOutputs(root, notebook)
+    if not dest:
+        dest = root / "build" / "scratch"
+        print(f"paper outputs of this run go to {dest} (the paper's own outputs are written "
+              "only by `make reproduce`)")
+    Path(dest).mkdir(parents=True, exist_ok=True)
+    return PaperOutputs(dest, notebook)
 
 
 # ---------------------------------------------------------------------------

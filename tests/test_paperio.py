@@ -273,3 +273,18 @@ def test_paper_output_override_keeps_the_paper_untouched(tmp_path, monkeypatch):
     paper.numbers({"ZzOverride": 1})
     assert (tmp_path / "scratch" / "paper" / "numbers" / "zz_override_test.tex").exists()
     assert not (repo / "paper" / "numbers" / "zz_override_test.tex").exists()
+
+
+def test_interactive_run_writes_to_scratch_not_the_paper(tmp_path, monkeypatch, capsys):
+    """A notebook run outside the pipeline (no PERFMODEL_PAPER_OUTPUT) never touches the paper."""
+    from perfmodel import paperio
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "pyproject.toml").write_text("")
+    monkeypatch.delenv("PERFMODEL_PAPER_OUTPUT", raising=False)
+    paper = paperio.notebook_setup(repo, "zz_scratch_test", style=False)
+    paper.numbers({"ZzScratch": 1})
+    assert (repo / "build" / "scratch" / "paper" / "numbers" / "zz_scratch_test.tex").exists()
+    assert not (repo / "paper").exists()
+    assert "build/scratch" in capsys.readouterr().out
