@@ -184,7 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def common(sp, out=False, js=True, fit_arg=False):
         if fit_arg and not any(a.dest == "fit" for a in sp._actions):
-            sp.add_argument("fit", metavar="FIT.json", help="a fit written by perfmodel fit")
+            sp.add_argument("fit", metavar="FIT.json",
+                            help="a fit written by perfmodel fit -o/--output")
         if out:
             sp.add_argument("-o", "--output", required=True, help="output file (refused if it exists)")
             sp.add_argument("--force", action="store_true", help="overwrite an existing output")

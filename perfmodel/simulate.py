@@ -1144,7 +1144,8 @@ def plot_policy_contour(df: pd.DataFrame, ax=None, *, x: str = "max_num_batched_
 
 def add_simulate_arguments(parser) -> None:
     """Add ``perfmodel simulate`` options to an argparse (sub)parser."""
-    parser.add_argument("fit", metavar="FIT.json", help="fitted step model (perfmodel fit --out)")
+    parser.add_argument("fit", metavar="FIT.json",
+                        help="fitted step model (written by perfmodel fit -o/--output)")
     parser.add_argument("--num-requests", type=int, required=True, help="requests in all (N)")
     parser.add_argument("--concurrency", type=int, help="closed-loop clients (C)")
     parser.add_argument("--rate", type=float, help="open loop: Poisson arrivals per second")

@@ -1086,7 +1086,8 @@ def _int_list(text: str, name: str) -> list[int]:
 
 def add_sla_arguments(parser) -> None:
     """Add ``perfmodel sla`` options to an argparse (sub)parser."""
-    parser.add_argument("fit", metavar="FIT.json", help="fitted step model (perfmodel fit --out)")
+    parser.add_argument("fit", metavar="FIT.json",
+                        help="fitted step model (written by perfmodel fit -o/--output)")
     parser.add_argument("--target-ms", type=float, required=True,
                         help="step-time target T* in ms (the ITL SLO with --recommend)")
     g = parser.add_mutually_exclusive_group()

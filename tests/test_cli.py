@@ -139,3 +139,21 @@ def test_sla_bad_arguments_exit_2(fit_json, capsys):
 def test_module_entry_point_runs():
     r = subprocess.run([sys.executable, "-m", "perfmodel", "--version"], capture_output=True, text=True)
     assert r.returncode == 0 and "perfmodel" in r.stdout
+
+
+def _help(argv, capsys) -> str:
+    """The --help text of a sub-command (argparse exits 0 after printing it)."""
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "--help"])
+    assert e.value.code == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("command", ["sla", "simulate"])
+def test_help_names_the_real_output_option_of_fit(command, capsys):
+    text = _help([command], capsys)
+    assert "fit --out" not in text
+    assert "perfmodel fit -o/--output" in text
+    # the option named there exists
+    fit_help = _help(["fit"], capsys)
+    assert "-o OUTPUT, --output OUTPUT" in fit_help and "--out " not in fit_help
