@@ -76,6 +76,37 @@ def test_sla_infeasible_target_says_so(fit_json, capsys):
     assert json.loads(stdout)["max_total_tokens"] is None
 
 
+
+@pytest.mark.parametrize("target", [40, 0.5])  # feasible and infeasible
+def test_sla_text_and_json_state_the_same_search_start(fit_json, capsys, target):
+    """rising_from is the model's (below B here); the search starts at max(B, rising_from)."""
+    argv = ["sla", fit_json, "--batch-size", 16, "--target-ms", target]
+    rc, text, _ = run(argv, capsys)
+    assert rc == 0
+    rc, stdout, _ = run([*argv, "--json"], capsys)
+    assert rc == 0
+    d = json.loads(stdout)
+    assert d["rising_from"] < 16, "the case of the bug: the model rises from below B"
+    assert d["search_from"] == max(16, d["rising_from"]) == 16
+    stated = f"search from S={d['search_from']} = max(B=16, rising_from={d['rising_from']})"
+    assert stated in text and stated in d["reason"]
+    assert "rising branch from S=16" not in text
+
+
+def test_sla_frontier_and_max_batch_report_search_from(fit_json, capsys):
+    rc, stdout, _ = run(["sla", fit_json, "--frontier", "--batch-sizes", "1,16,64",
+                         "--target-ms", 40, "--json"], capsys)
+    assert rc == 0
+    rows = json.loads(stdout)["rows"]
+    assert [r["search_from"] for r in rows] == [max(b, r["rising_from"])
+                                               for b, r in zip((1, 16, 64), rows)]
+    rc, stdout, _ = run(["sla", fit_json, "--total-tokens", 256, "--target-ms", 20, "--json"],
+                        capsys)
+    assert rc == 0
+    d = json.loads(stdout)
+    assert d["search_from"] == d["rising_from"]
+    assert f"search from B={d['search_from']} = rising_from" in d["reason"]
+
 def test_diagnose_prints_the_residual_table(fit_json, capsys):
     rc, stdout, err = run(["diagnose", fit_json, EXAMPLE, "--json"], capsys)
     assert rc == 0, err
