@@ -444,7 +444,9 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
                         help="grouped k-fold (no replicate in both train and test), time "
                              "(expanding window) or extrapolate (train on the lower S and B)")
     parser.add_argument("-k", "--folds", type=int, default=5, dest="k", help="folds (default 5)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of folds, starts and forest")
+    from .cli import add_random_state_argument
+
+    add_random_state_argument(parser, "the folds, the multi-starts and the random forest")
     parser.add_argument("--starts", type=int, default=4, help="multi-start count per fit")
     parser.add_argument("--relative", default="log", choices=["log", "weight", "absolute"],
                         help="residuals of the model fits (default log)")

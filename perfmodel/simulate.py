@@ -1160,7 +1160,9 @@ def add_simulate_arguments(parser) -> None:
                         help="per-step time outside the model run (default 0, or estimated "
                              "from --trace)")
     parser.add_argument("--trace", help="step trace to estimate the per-step overhead from")
-    parser.add_argument("--seed", type=int, default=0)
+    from .cli import add_random_state_argument
+
+    add_random_state_argument(parser, "the simulated arrivals (open loop) and step-time noise")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 

@@ -188,3 +188,51 @@ def test_help_names_the_real_output_option_of_fit(command, capsys):
     # the option named there exists
     fit_help = _help(["fit"], capsys)
     assert "-o OUTPUT, --output OUTPUT" in fit_help and "--out " not in fit_help
+
+
+
+# -- --random-state (was --seed, which also named the model --model seed) --------------------
+RANDOM_STATE_COMMANDS = [["fit"], ["compare"], ["simulate"], ["factors"], ["collect", "vllm"]]
+
+
+@pytest.mark.parametrize("command", RANDOM_STATE_COMMANDS, ids=" ".join)
+def test_help_offers_random_state_and_hides_seed(command, capsys):
+    text = _help(command, capsys)
+    assert "--random-state N" in text and "random seed of" in text
+    assert "--seed" not in text
+
+
+def test_no_subcommand_shows_seed_in_help(capsys):
+    from perfmodel.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    for name in sub.choices:
+        assert "--seed" not in _help([name], capsys), name
+
+
+def test_random_state_and_deprecated_seed_set_the_same_seed(tmp_path, capsys):
+    fit = tmp_path / "f.json"
+    rc, stdout, err = run(["fit", EXAMPLE, "-o", fit, "--model", "seed_id", "--starts", 2,
+                           "--random-state", 5, "--json"], capsys)
+    assert rc == 0 and err == ""
+    assert json.loads(stdout)["options"]["seed"] == 5
+    rc, stdout, err = run(["fit", EXAMPLE, "-o", fit, "--force", "--model", "seed_id",
+                           "--starts", 2, "--seed", 5, "--json"], capsys)
+    assert rc == 0 and json.loads(stdout)["options"]["seed"] == 5
+    assert err.strip() == "perfmodel: warning: --seed is deprecated, use --random-state"
+    base = ["simulate", fit, "--num-requests", 20, "--rate", 5, "--prompt-tokens", 32,
+            "--output-tokens", 8, "--json"]
+    outs = {}
+    for opt in ("--random-state", "--seed"):
+        rc, stdout, _ = run([*base, opt, 3], capsys)
+        assert rc == 0
+        outs[opt] = json.loads(stdout)
+    assert outs["--random-state"] == outs["--seed"]
+    rc, stdout, _ = run([*base, "--random-state", 4], capsys)
+    assert rc == 0 and json.loads(stdout)["makespan_s"] != outs["--seed"]["makespan_s"]
+
+
+def test_random_state_must_be_an_integer(tmp_path, capsys):
+    rc, _, err = run(["fit", EXAMPLE, "-o", tmp_path / "f.json", "--random-state", "x"], capsys)
+    assert rc == 2 and "--random-state: invalid int value" in err
+    assert len(err.strip().splitlines()) == 1

@@ -288,8 +288,8 @@ def test_cli_refuses_to_overwrite(tmp_path, capsys):
     out = tmp_path / "mixed.csv"
     out.write_text("existing\n")
     args = _parse(["collect", "vllm", "--model-config", "llama-tiny", "--workload", "mixed",
-                   "--steps", "5", "--seed", "1", "-o", str(out)])
-    assert args.func is run_collect
+                   "--steps", "5", "--random-state", "1", "-o", str(out)])
+    assert args.func is run_collect and args.seed == 1
     assert run_collect(args) == 2
     assert "refusing to overwrite" in capsys.readouterr().err
     assert out.read_text() == "existing\n"
@@ -306,12 +306,27 @@ def test_reproduce_command_parses_back():
                             warmup_steps=32, token_cap=256, output_max_levels=[4, 16])
     argv = shlex.split(cmd)
     assert argv[:3] == ["perfmodel", "collect", "vllm"]
+    assert "--random-state" in argv and "--seed" not in argv
     args = _parse(argv[1:])
     assert (args.model_config, args.workload, args.steps, args.seed, args.output,
             args.warmup_steps, args.enforce_eager) == (
         "llama-small", "fixed_tokens", 1000, 4, "data/x/f.csv", 32, False)
     params = dict(_parse_param(kv) for kv in args.param)
     assert params == {"token_cap": 256, "output_max_levels": [4, 16]}
+
+
+def test_stored_commands_with_the_deprecated_seed_option_still_parse(capsys):
+    """Metadata in data/ records commands with --seed (now --random-state): they still run."""
+    from pathlib import Path
+
+    meta_path = (Path(__file__).resolve().parents[1] / "data" / "vllm-cpu" / "llama-small"
+                 / "mixed-r1.meta.json")
+    meta = json.loads(meta_path.read_text())
+    argv = shlex.split(meta["command"])
+    assert "--seed" in argv
+    args = _parse(argv[1:])
+    assert args.seed == meta["seed"] == 1 and args.workload == "mixed"
+    assert "--seed is deprecated, use --random-state" in capsys.readouterr().err
 
 
 def test_cli_rejects_bad_arguments(tmp_path, capsys):

@@ -661,7 +661,7 @@ def reproduce_command(model_config, workload: str, steps: int | None, seed: int,
                       **workload_params: Any) -> str:
     """The ``perfmodel collect vllm`` command line that repeats a collection (stored in metadata)."""
     parts = ["perfmodel", "collect", "vllm", "--model-config", str(model_config),
-             "--workload", workload, "--seed", str(seed)]
+             "--workload", workload, "--random-state", str(seed)]
     if steps is not None:
         parts += ["--steps", str(steps)]
     for k, v in workload_params.items():
@@ -816,7 +816,9 @@ def add_vllm_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
     p.add_argument("--steps", type=int, default=None,
                    help="steps to record (closed_loop: optional safety cap)")
-    p.add_argument("--seed", type=int, default=0)
+    from perfmodel.cli import add_random_state_argument
+
+    add_random_state_argument(p, "the workload and of vLLM's sampler (same seed, same schedule)")
     p.add_argument("-o", "--output", required=True, help="trace CSV to write")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="workload parameter (value parsed as JSON), repeatable")
