@@ -342,6 +342,69 @@ def test_cli_rejects_bad_arguments(tmp_path, capsys):
     assert not list(tmp_path.iterdir())
 
 
+def _fake_collect(model_config, workload, steps, seed, out, *, calibration_steps=0, **kw):
+    """collect_vllm without an engine: writes what a run writes, with known row counts."""
+    paths = output_paths(out, workload, calibration_steps)
+    for role, p in paths.items():
+        if p.suffix == ".csv":
+            n = 12 if role == "trace" else 4
+            write_csv_atomic(pd.DataFrame({"step": range(n)}), p)
+            meta = paths["meta"] if role == "trace" else paths[f"{role}_meta"]
+            write_json_atomic({"rows": n, "seed": seed}, meta)
+    if "summary" in paths:
+        write_json_atomic({"num_finished": 4}, paths["summary"])
+    return paths
+
+
+@pytest.mark.parametrize("where", ["after", "before"])
+@pytest.mark.parametrize("workload", ["mixed", "closed_loop"])
+def test_cli_collect_json_prints_the_final_summary(tmp_path, capsys, monkeypatch, where,
+                                                    workload):
+    from perfmodel.cli import main
+    from perfmodel.collect import vllm_collector
+
+    monkeypatch.setattr(vllm_collector, "collect_vllm", _fake_collect)
+    out = tmp_path / "run.csv"
+    args = ["vllm", "--model-config", "llama-tiny", "--workload", workload, "--steps", "12",
+            "--random-state", "3", "-o", str(out)]
+    if workload == "closed_loop":
+        args += ["--calibration-steps", "4"]
+    argv = ["collect", *args, "--json"] if where == "after" else ["collect", "--json", *args]
+    assert main(argv) == 0
+    cap = capsys.readouterr()
+    obj = json.loads(cap.out)
+    assert cap.err == ""
+    assert obj["engine"] == "vllm" and obj["workload"] == workload
+    assert obj["random_state"] == 3 and obj["steps"] == 12
+    assert obj["written"]["trace"] == str(out) and obj["rows"]["trace"] == 12
+    if workload == "closed_loop":
+        assert obj["rows"] == {"trace": 12, "calib_pre": 4, "calib_post": 4}
+        assert obj["closed_loop"] == {"num_finished": 4}
+    # the text form says the same
+    assert main(["collect", *args, "--force"]) == 0
+    text = capsys.readouterr().out
+    assert f"trace: {out} (12 rows)" in text and f"meta: {tmp_path / 'run.meta.json'}" in text
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None,
+                    reason="needs an environment without vLLM")
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_cli_collect_without_vllm_is_one_error_line(tmp_path, capsys, monkeypatch, json_flag):
+    from perfmodel.cli import main
+    from perfmodel.collect import vllm_collector
+
+    # keep this process's environment (TMPDIR, OMP_NUM_THREADS ...) as it is
+    monkeypatch.setattr(vllm_collector, "_prepare_environment", lambda cache_dir: None)
+    argv = ["collect", "vllm", "--model-config", "llama-tiny", "--workload", "mixed", "--steps",
+            "5", "-o", str(tmp_path / "m.csv"), "--cache-dir", str(tmp_path / "cache"),
+            *json_flag]
+    assert main(argv) == 2
+    cap = capsys.readouterr()
+    assert cap.out == ""
+    assert len(cap.err.strip().splitlines()) == 1
+    assert cap.err.startswith("perfmodel: error: vLLM is not importable")
+    assert not (tmp_path / "m.csv").exists()
+
 # -- real engine ---------------------------------------------------------------------------
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
                     reason="vLLM is not installed (optional 'collect' extra; see DATA.md s.2)")
