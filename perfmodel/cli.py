@@ -37,6 +37,34 @@ class _UsageError(Exception):
     pass
 
 
+class _DeprecatedAlias(argparse.Action):
+    """A hidden old spelling of an option: stores like the new one and warns on stderr."""
+
+    def __init__(self, option_strings, dest, new_option: str = "", **kwargs):
+        self.new_option = new_option
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"perfmodel: warning: {option_string} is deprecated, use {self.new_option}",
+              file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_random_state_argument(parser: argparse.ArgumentParser, what: str,
+                              default: int = 0) -> None:
+    """``--random-state N``: the random seed of a sub-command (stored as ``args.seed``).
+
+    The option was called ``--seed``, a word that also names the source-form
+    model (``--model seed``); ``--seed N`` still works as a hidden,
+    deprecated alias (it warns on stderr).
+    """
+    parser.add_argument("--random-state", dest="seed", type=int, default=default, metavar="N",
+                        help=f"random seed of {what} (default: %(default)s)")
+    parser.add_argument("--seed", dest="seed", type=int, default=argparse.SUPPRESS,
+                        action=_DeprecatedAlias, new_option="--random-state",
+                        help=argparse.SUPPRESS)
+
+
 def _json_default(o):
     if isinstance(o, (np.integer,)):
         return int(o)
@@ -184,7 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def common(sp, out=False, js=True, fit_arg=False):
         if fit_arg and not any(a.dest == "fit" for a in sp._actions):
-            sp.add_argument("fit", metavar="FIT.json", help="a fit written by perfmodel fit")
+            sp.add_argument("fit", metavar="FIT.json",
+                            help="a fit written by perfmodel fit -o/--output")
         if out:
             sp.add_argument("-o", "--output", required=True, help="output file (refused if it exists)")
             sp.add_argument("--force", action="store_true", help="overwrite an existing output")
@@ -203,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--relative", default=DEFAULT_RELATIVE, choices=["log", "weight"],
                    help="relative residuals: log T (default) or weights 1/T^2")
     g.add_argument("--absolute", action="store_true", help="absolute residuals in ms")
-    f.add_argument("--seed", type=int, default=0, help="seed of the multi-start and bootstrap")
+    add_random_state_argument(f, "the multi-start and the bootstrap")
     f.add_argument("--starts", type=int, default=8, help="multi-start count")
     f.add_argument("--no-scale", action="store_true", help="do not median-scale B and S")
     f.add_argument("--outlier-window", type=float, nargs=2, metavar=("LOW_MS", "HIGH_MS"),

@@ -444,7 +444,9 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
                         help="grouped k-fold (no replicate in both train and test), time "
                              "(expanding window) or extrapolate (train on the lower S and B)")
     parser.add_argument("-k", "--folds", type=int, default=5, dest="k", help="folds (default 5)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of folds, starts and forest")
+    from .cli import add_random_state_argument
+
+    add_random_state_argument(parser, "the folds, the multi-starts and the random forest")
     parser.add_argument("--starts", type=int, default=4, help="multi-start count per fit")
     parser.add_argument("--relative", default="log", choices=["log", "weight", "absolute"],
                         help="residuals of the model fits (default log)")
@@ -484,14 +486,23 @@ def compare_command(args) -> tuple[str, dict]:
     atomic_write_text(out, table.to_csv(index=False), force=args.force)
     nf = table.attrs["noise_floor"]
     floor = nf.get("oracle_mape")
+    if nf["kind"] == "none" or floor is None:
+        # no repeated measurements: say so in words; the JSON holds null and the reason
+        why = "the trace has no replicate steps" + (f"; {nf['note']}" if nf.get("note") else "")
+        floor_text = f"noise floor: not available ({why})"
+        nf_json = None
+    else:
+        why = None
+        floor_text = (f"noise floor ({nf['kind']}): oracle MAPE {floor:.2f}%, "
+                      f"median CV {100 * nf['median_cv']:.2f}%")
+        nf_json = nf
     head = (f"{label}: {len(df)} steps, cv={args.cv} ({int(table['k'].iloc[0])} folds), "
-            f"relative={args.relative}; noise floor ({nf['kind']}): "
-            + (f"oracle MAPE {floor:.2f}%, median CV {100 * nf['median_cv']:.2f}%"
-               if floor is not None else "none"))
+            f"relative={args.relative}; {floor_text}")
     text = head + "\n" + format_table(table) + f"\n\nwrote {out}"
     records = [{k: (None if (isinstance(v, float) and not math.isfinite(v)) or v is pd.NA
                     else (int(v) if isinstance(v, (np.integer,)) else v))
                 for k, v in r.items()} for r in table.to_dict(orient="records")]
     return text, {"trace": args.trace, "label": label, "n_steps": len(df), "cv": args.cv,
-                  "relative": args.relative, "noise_floor": nf, "output": str(out),
+                  "relative": args.relative, "noise_floor": nf_json,
+                  "noise_floor_reason": why, "output": str(out),
                   "rows": records}

@@ -305,7 +305,9 @@ def add_factors_arguments(parser) -> None:
     parser.add_argument("--tol", type=int, default=0, help="accept |S - tokens| <= tol")
     parser.add_argument("--fit", default=None, metavar="FIT.json",
                         help="fitted model: how much of the variance it already explains")
-    parser.add_argument("--seed", type=int, default=0)
+    from .cli import add_random_state_argument
+
+    add_random_state_argument(parser, "the random forest and its cross-validation")
     parser.add_argument("--n-estimators", type=int, default=200)
 
 

@@ -309,4 +309,4 @@ def noise_floor(df: pd.DataFrame, *, window: int = DRIFT_WINDOW) -> NoiseFloor:
     if "config" in df.columns:
         return config_floor(df)
     return NoiseFloor("none", np.nan, np.nan, np.nan, 0, 0, np.nan,
-                      note="no replicate runs and no 'config' column: no noise floor")
+                      note="no replicate runs and no 'config' column")

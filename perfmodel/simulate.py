@@ -1210,7 +1210,8 @@ def plot_policy_contour(df: pd.DataFrame, ax=None, *, x: str = "max_num_batched_
 
 def add_simulate_arguments(parser) -> None:
     """Add ``perfmodel simulate`` options to an argparse (sub)parser."""
-    parser.add_argument("fit", metavar="FIT.json", help="fitted step model (perfmodel fit --out)")
+    parser.add_argument("fit", metavar="FIT.json",
+                        help="fitted step model (written by perfmodel fit -o/--output)")
     parser.add_argument("--num-requests", type=int, required=True, help="requests in all (N)")
     parser.add_argument("--concurrency", type=int, help="closed-loop clients (C)")
     parser.add_argument("--rate", type=float, help="open loop: Poisson arrivals per second")
@@ -1225,7 +1226,9 @@ def add_simulate_arguments(parser) -> None:
                         help="per-step time outside the model run (default 0, or estimated "
                              "from --trace)")
     parser.add_argument("--trace", help="step trace to estimate the per-step overhead from")
-    parser.add_argument("--seed", type=int, default=0)
+    from .cli import add_random_state_argument
+
+    add_random_state_argument(parser, "the simulated arrivals (open loop) and step-time noise")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 

@@ -26,7 +26,10 @@ On that branch an answer satisfies, exactly on integers,
 
 unless ``S*`` is capped at ``s_max``; ``S*`` never decreases as ``T*`` grows;
 a target below the smallest predicted time on the allowed domain
-(``S >= max(B, rising_from)``) is reported as infeasible.  These properties
+(``S >= max(B, rising_from)``) is reported as infeasible.  Every answer
+reports both ``rising_from`` (the model's, which can be below ``B``) and
+``search_from = max(B, rising_from)``, the smallest ``S`` the search
+considers (``S >= B``: each request computes at least one token).  These properties
 are checked with hypothesis in ``tests/test_sla.py``.
 
 Uncertainty
@@ -439,7 +442,10 @@ class SlaAnswer:
     the smallest point prediction reachable on the allowed domain.  With a
     quantile: ``predicted_q_ms`` is the ``q``-quantile at the same S and
     ``prob_meets`` = ``P(T <= target_ms)`` there.  ``capped`` means the
-    target is met up to ``s_max``.
+    target is met up to ``s_max``.  ``rising_from`` is the smallest S from
+    which the predicted ``T(B, S)`` does not fall (a property of the model,
+    possibly below ``B``); ``search_from = max(batch_size, rising_from)`` is
+    the smallest S the search considers (S >= B).
     """
 
     batch_size: int
@@ -447,6 +453,7 @@ class SlaAnswer:
     max_total_tokens: int | None
     predicted_ms: float
     rising_from: int
+    search_from: int
     feasible: bool
     reason: str
     q: float | None = None
@@ -461,13 +468,20 @@ class SlaAnswer:
 
 @dataclass(frozen=True)
 class BatchAnswer:
-    """Largest batch size at a token count under a step-time target (B <= S)."""
+    """Largest batch size at a token count under a step-time target (B <= S).
+
+    ``rising_from`` is the smallest B from which the predicted ``T(B, S)``
+    does not fall; ``search_from``, the smallest B the search considers, is
+    the same number (B >= 1 always), kept for the same keys as
+    :class:`SlaAnswer`.
+    """
 
     total_tokens: int
     target_ms: float
     max_batch_size: int | None
     predicted_ms: float
     rising_from: int
+    search_from: int
     feasible: bool
     reason: str
     q: float | None = None
@@ -497,6 +511,7 @@ def _tokens_answer(pred: Predictor, B: int, target: float, s_max: int, sol: dict
     rise = int(sol["rising"][i])
     start = int(sol["start"][i])
     q = pred.q
+    searched = f"search from S={start} = max(B={B}, rising_from={rise})"
     if feas:
         S = int(sol["S"][i])
         capped = bool(sol["capped"][i])
@@ -509,10 +524,10 @@ def _tokens_answer(pred: Predictor, B: int, target: float, s_max: int, sol: dict
         else:
             nxt = float(pred.surface(B, S + 1))
             reason = (f"{what} {float(pred.surface(B, S)):.4g} ms at S={S} <= {target:g} ms < "
-                      f"{nxt:.4g} ms at S={S + 1} (rising branch from S={max(rise, B)})")
+                      f"{nxt:.4g} ms at S={S + 1} ({searched})")
         pq = float(pred.quantile(f)[0]) if q is not None else None
         pm = float(pred.prob_below(f, target)[0]) if q is not None else None
-        return SlaAnswer(B, target, S, point, rise, True, reason, q,
+        return SlaAnswer(B, target, S, point, rise, start, True, reason, q,
                          pred.method if q is not None else None, pq, pm, capped)
     f = {"B": [B], "S": [start]}
     point = float(pred.point(f)[0])
@@ -521,9 +536,9 @@ def _tokens_answer(pred: Predictor, B: int, target: float, s_max: int, sol: dict
              else f"at S={B} (S >= B: each request computes at least one token)")
     what = f"{q:g}-quantile of the step time" if q is not None else "predicted step time"
     reason = (f"infeasible: target {target:g} ms is below the smallest {what}, "
-              f"{lowest:.4g} ms {where}")
+              f"{lowest:.4g} ms {where}; {searched}")
     pq = lowest if q is not None else None
-    return SlaAnswer(B, target, None, point, rise, False, reason, q,
+    return SlaAnswer(B, target, None, point, rise, start, False, reason, q,
                      pred.method if q is not None else None, pq,
                      float(pred.prob_below(f, target)[0]) if q is not None else None, False)
 
@@ -634,18 +649,19 @@ def max_batch(fit, total_tokens: int, target_ms: float, *, q: float | None = Non
         B = int(x[0])
         f = {"B": [B], "S": [S]}
         if capped[0]:
-            reason = f"every B from {r} up to S={S} meets {T:g} ms (B <= S)"
+            reason = (f"every B from {r} up to S={S} meets {T:g} ms (B <= S; search from "
+                      f"B={r} = rising_from)")
         else:
             reason = (f"{float(g(np.array([[B]]))[0, 0]):.4g} ms at B={B} <= {T:g} ms < "
                       f"{float(g(np.array([[B + 1]]))[0, 0]):.4g} ms at B={B + 1} "
-                      f"(rising branch from B={r})")
-        return BatchAnswer(S, T, B, float(pred.point(f)[0]), r, True, reason, pred.q,
+                      f"(search from B={r} = rising_from)")
+        return BatchAnswer(S, T, B, float(pred.point(f)[0]), r, r, True, reason, pred.q,
                            float(pred.quantile(f)[0]) if pred.q is not None else None,
                            bool(capped[0]))
     f = {"B": [r], "S": [S]}
     reason = (f"infeasible: target {T:g} ms is below the smallest predicted step time "
               f"{float(v0[0]):.4g} ms at S={S} (reached at B={r})")
-    return BatchAnswer(S, T, None, float(pred.point(f)[0]), r, False, reason, pred.q,
+    return BatchAnswer(S, T, None, float(pred.point(f)[0]), r, r, False, reason, pred.q,
                        float(v0[0]) if pred.q is not None else None, False)
 
 
@@ -665,7 +681,8 @@ def frontier(fit, batch_sizes: Sequence[int], target_ms: float, q: float | None 
     Returns
     -------
     DataFrame with columns ``batch_size, target_ms, max_total_tokens`` (NA
-    when infeasible), ``feasible, capped, rising_from, predicted_ms`` (point
+    when infeasible), ``feasible, capped, rising_from, search_from`` (``max(B,
+    rising_from)``: the smallest S searched), ``predicted_ms`` (point
     prediction at S*), ``predicted_q_ms`` and ``prob_meets`` (with ``q``),
     ``tokens_per_s`` (``S*/T_hat * 1000``: the step's token throughput at S*).
     """
@@ -692,6 +709,7 @@ def frontier(fit, batch_sizes: Sequence[int], target_ms: float, q: float | None 
         "feasible": feas,
         "capped": sol["capped"] & feas,
         "rising_from": sol["rising"],
+        "search_from": sol["start"],
         "predicted_ms": point,
     })
     df.loc[~feas, "max_total_tokens"] = pd.NA
@@ -1086,7 +1104,8 @@ def _int_list(text: str, name: str) -> list[int]:
 
 def add_sla_arguments(parser) -> None:
     """Add ``perfmodel sla`` options to an argparse (sub)parser."""
-    parser.add_argument("fit", metavar="FIT.json", help="fitted step model (perfmodel fit --out)")
+    parser.add_argument("fit", metavar="FIT.json",
+                        help="fitted step model (written by perfmodel fit -o/--output)")
     parser.add_argument("--target-ms", type=float, required=True,
                         help="step-time target T* in ms (the ITL SLO with --recommend)")
     g = parser.add_mutually_exclusive_group()

@@ -71,7 +71,7 @@ collect() {  # collect MODEL WORKLOAD NAME [extra args...]
   shift 3
   local t0=$SECONDS
   "$PY" -m perfmodel.collect vllm --model-config "$model" --workload "$workload" \
-    --seed "$SEED" --warmup-steps "$WARMUP" -o "$OUT/$model/$name.csv" ${EAGER:+--enforce-eager} "$@" \
+    --random-state "$SEED" --warmup-steps "$WARMUP" -o "$OUT/$model/$name.csv" ${EAGER:+--enforce-eager} "$@" \
     > "$LOGDIR/$model-$name.log" 2>&1 || { tail -20 "$LOGDIR/$model-$name.log" >&2; exit 1; }
   echo "  $model/$name: $((SECONDS - t0)) s"
 }

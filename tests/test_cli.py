@@ -76,6 +76,37 @@ def test_sla_infeasible_target_says_so(fit_json, capsys):
     assert json.loads(stdout)["max_total_tokens"] is None
 
 
+
+@pytest.mark.parametrize("target", [40, 0.5])  # feasible and infeasible
+def test_sla_text_and_json_state_the_same_search_start(fit_json, capsys, target):
+    """rising_from is the model's (below B here); the search starts at max(B, rising_from)."""
+    argv = ["sla", fit_json, "--batch-size", 16, "--target-ms", target]
+    rc, text, _ = run(argv, capsys)
+    assert rc == 0
+    rc, stdout, _ = run([*argv, "--json"], capsys)
+    assert rc == 0
+    d = json.loads(stdout)
+    assert d["rising_from"] < 16, "the case of the bug: the model rises from below B"
+    assert d["search_from"] == max(16, d["rising_from"]) == 16
+    stated = f"search from S={d['search_from']} = max(B=16, rising_from={d['rising_from']})"
+    assert stated in text and stated in d["reason"]
+    assert "rising branch from S=16" not in text
+
+
+def test_sla_frontier_and_max_batch_report_search_from(fit_json, capsys):
+    rc, stdout, _ = run(["sla", fit_json, "--frontier", "--batch-sizes", "1,16,64",
+                         "--target-ms", 40, "--json"], capsys)
+    assert rc == 0
+    rows = json.loads(stdout)["rows"]
+    assert [r["search_from"] for r in rows] == [max(b, r["rising_from"])
+                                               for b, r in zip((1, 16, 64), rows)]
+    rc, stdout, _ = run(["sla", fit_json, "--total-tokens", 256, "--target-ms", 20, "--json"],
+                        capsys)
+    assert rc == 0
+    d = json.loads(stdout)
+    assert d["search_from"] == d["rising_from"]
+    assert f"search from B={d['search_from']} = rising_from" in d["reason"]
+
 def test_diagnose_prints_the_residual_table(fit_json, capsys):
     rc, stdout, err = run(["diagnose", fit_json, EXAMPLE, "--json"], capsys)
     assert rc == 0, err
@@ -139,3 +170,69 @@ def test_sla_bad_arguments_exit_2(fit_json, capsys):
 def test_module_entry_point_runs():
     r = subprocess.run([sys.executable, "-m", "perfmodel", "--version"], capture_output=True, text=True)
     assert r.returncode == 0 and "perfmodel" in r.stdout
+
+
+def _help(argv, capsys) -> str:
+    """The --help text of a sub-command (argparse exits 0 after printing it)."""
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "--help"])
+    assert e.value.code == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("command", ["sla", "simulate"])
+def test_help_names_the_real_output_option_of_fit(command, capsys):
+    text = _help([command], capsys)
+    assert "fit --out" not in text
+    assert "perfmodel fit -o/--output" in text
+    # the option named there exists
+    fit_help = _help(["fit"], capsys)
+    assert "-o OUTPUT, --output OUTPUT" in fit_help and "--out " not in fit_help
+
+
+
+# -- --random-state (was --seed, which also named the model --model seed) --------------------
+RANDOM_STATE_COMMANDS = [["fit"], ["compare"], ["simulate"], ["factors"], ["collect", "vllm"]]
+
+
+@pytest.mark.parametrize("command", RANDOM_STATE_COMMANDS, ids=" ".join)
+def test_help_offers_random_state_and_hides_seed(command, capsys):
+    text = _help(command, capsys)
+    assert "--random-state N" in text and "random seed of" in text
+    assert "--seed" not in text
+
+
+def test_no_subcommand_shows_seed_in_help(capsys):
+    from perfmodel.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    for name in sub.choices:
+        assert "--seed" not in _help([name], capsys), name
+
+
+def test_random_state_and_deprecated_seed_set_the_same_seed(tmp_path, capsys):
+    fit = tmp_path / "f.json"
+    rc, stdout, err = run(["fit", EXAMPLE, "-o", fit, "--model", "seed_id", "--starts", 2,
+                           "--random-state", 5, "--json"], capsys)
+    assert rc == 0 and err == ""
+    assert json.loads(stdout)["options"]["seed"] == 5
+    rc, stdout, err = run(["fit", EXAMPLE, "-o", fit, "--force", "--model", "seed_id",
+                           "--starts", 2, "--seed", 5, "--json"], capsys)
+    assert rc == 0 and json.loads(stdout)["options"]["seed"] == 5
+    assert err.strip() == "perfmodel: warning: --seed is deprecated, use --random-state"
+    base = ["simulate", fit, "--num-requests", 20, "--rate", 5, "--prompt-tokens", 32,
+            "--output-tokens", 8, "--json"]
+    outs = {}
+    for opt in ("--random-state", "--seed"):
+        rc, stdout, _ = run([*base, opt, 3], capsys)
+        assert rc == 0
+        outs[opt] = json.loads(stdout)
+    assert outs["--random-state"] == outs["--seed"]
+    rc, stdout, _ = run([*base, "--random-state", 4], capsys)
+    assert rc == 0 and json.loads(stdout)["makespan_s"] != outs["--seed"]["makespan_s"]
+
+
+def test_random_state_must_be_an_integer(tmp_path, capsys):
+    rc, _, err = run(["fit", EXAMPLE, "-o", tmp_path / "f.json", "--random-state", "x"], capsys)
+    assert rc == 2 and "--random-state: invalid int value" in err
+    assert len(err.strip().splitlines()) == 1

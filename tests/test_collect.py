@@ -288,8 +288,8 @@ def test_cli_refuses_to_overwrite(tmp_path, capsys):
     out = tmp_path / "mixed.csv"
     out.write_text("existing\n")
     args = _parse(["collect", "vllm", "--model-config", "llama-tiny", "--workload", "mixed",
-                   "--steps", "5", "--seed", "1", "-o", str(out)])
-    assert args.func is run_collect
+                   "--steps", "5", "--random-state", "1", "-o", str(out)])
+    assert args.func is run_collect and args.seed == 1
     assert run_collect(args) == 2
     assert "refusing to overwrite" in capsys.readouterr().err
     assert out.read_text() == "existing\n"
@@ -306,12 +306,27 @@ def test_reproduce_command_parses_back():
                             warmup_steps=32, token_cap=256, output_max_levels=[4, 16])
     argv = shlex.split(cmd)
     assert argv[:3] == ["perfmodel", "collect", "vllm"]
+    assert "--random-state" in argv and "--seed" not in argv
     args = _parse(argv[1:])
     assert (args.model_config, args.workload, args.steps, args.seed, args.output,
             args.warmup_steps, args.enforce_eager) == (
         "llama-small", "fixed_tokens", 1000, 4, "data/x/f.csv", 32, False)
     params = dict(_parse_param(kv) for kv in args.param)
     assert params == {"token_cap": 256, "output_max_levels": [4, 16]}
+
+
+def test_stored_commands_with_the_deprecated_seed_option_still_parse(capsys):
+    """Metadata in data/ records commands with --seed (now --random-state): they still run."""
+    from pathlib import Path
+
+    meta_path = (Path(__file__).resolve().parents[1] / "data" / "vllm-cpu" / "llama-small"
+                 / "mixed-r1.meta.json")
+    meta = json.loads(meta_path.read_text())
+    argv = shlex.split(meta["command"])
+    assert "--seed" in argv
+    args = _parse(argv[1:])
+    assert args.seed == meta["seed"] == 1 and args.workload == "mixed"
+    assert "--seed is deprecated, use --random-state" in capsys.readouterr().err
 
 
 def test_cli_rejects_bad_arguments(tmp_path, capsys):
@@ -326,6 +341,69 @@ def test_cli_rejects_bad_arguments(tmp_path, capsys):
     assert "closed_loop" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
 
+
+def _fake_collect(model_config, workload, steps, seed, out, *, calibration_steps=0, **kw):
+    """collect_vllm without an engine: writes what a run writes, with known row counts."""
+    paths = output_paths(out, workload, calibration_steps)
+    for role, p in paths.items():
+        if p.suffix == ".csv":
+            n = 12 if role == "trace" else 4
+            write_csv_atomic(pd.DataFrame({"step": range(n)}), p)
+            meta = paths["meta"] if role == "trace" else paths[f"{role}_meta"]
+            write_json_atomic({"rows": n, "seed": seed}, meta)
+    if "summary" in paths:
+        write_json_atomic({"num_finished": 4}, paths["summary"])
+    return paths
+
+
+@pytest.mark.parametrize("where", ["after", "before"])
+@pytest.mark.parametrize("workload", ["mixed", "closed_loop"])
+def test_cli_collect_json_prints_the_final_summary(tmp_path, capsys, monkeypatch, where,
+                                                    workload):
+    from perfmodel.cli import main
+    from perfmodel.collect import vllm_collector
+
+    monkeypatch.setattr(vllm_collector, "collect_vllm", _fake_collect)
+    out = tmp_path / "run.csv"
+    args = ["vllm", "--model-config", "llama-tiny", "--workload", workload, "--steps", "12",
+            "--random-state", "3", "-o", str(out)]
+    if workload == "closed_loop":
+        args += ["--calibration-steps", "4"]
+    argv = ["collect", *args, "--json"] if where == "after" else ["collect", "--json", *args]
+    assert main(argv) == 0
+    cap = capsys.readouterr()
+    obj = json.loads(cap.out)
+    assert cap.err == ""
+    assert obj["engine"] == "vllm" and obj["workload"] == workload
+    assert obj["random_state"] == 3 and obj["steps"] == 12
+    assert obj["written"]["trace"] == str(out) and obj["rows"]["trace"] == 12
+    if workload == "closed_loop":
+        assert obj["rows"] == {"trace": 12, "calib_pre": 4, "calib_post": 4}
+        assert obj["closed_loop"] == {"num_finished": 4}
+    # the text form says the same
+    assert main(["collect", *args, "--force"]) == 0
+    text = capsys.readouterr().out
+    assert f"trace: {out} (12 rows)" in text and f"meta: {tmp_path / 'run.meta.json'}" in text
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None,
+                    reason="needs an environment without vLLM")
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_cli_collect_without_vllm_is_one_error_line(tmp_path, capsys, monkeypatch, json_flag):
+    from perfmodel.cli import main
+    from perfmodel.collect import vllm_collector
+
+    # keep this process's environment (TMPDIR, OMP_NUM_THREADS ...) as it is
+    monkeypatch.setattr(vllm_collector, "_prepare_environment", lambda cache_dir: None)
+    argv = ["collect", "vllm", "--model-config", "llama-tiny", "--workload", "mixed", "--steps",
+            "5", "-o", str(tmp_path / "m.csv"), "--cache-dir", str(tmp_path / "cache"),
+            *json_flag]
+    assert main(argv) == 2
+    cap = capsys.readouterr()
+    assert cap.out == ""
+    assert len(cap.err.strip().splitlines()) == 1
+    assert cap.err.startswith("perfmodel: error: vLLM is not importable")
+    assert not (tmp_path / "m.csv").exists()
 
 # -- real engine ---------------------------------------------------------------------------
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None,

@@ -167,9 +167,34 @@ def test_cli_compare_writes_refuses_overwrite_and_emits_json(tmp_path, capsys):
     obj = json.loads(capsys.readouterr().out)
     assert obj["cv"] == "extrapolate" and len(obj["rows"]) == 3
     assert obj["noise_floor"]["kind"] == "configuration repeats"
+    assert obj["noise_floor_reason"] is None
     assert main(["compare", str(trace), "--models", "bogus", "-o", str(tmp_path / "x.csv")]) == 2
     assert "unknown models" in capsys.readouterr().err
 
+
+
+@pytest.mark.parametrize("drop_config", [False, True])
+def test_cli_compare_without_replicates_says_the_floor_is_not_available(tmp_path, capsys,
+                                                                        drop_config):
+    from perfmodel.cli import main
+
+    d = synthetic(n_cfg=30, reps=1)  # every configuration once: nothing repeated
+    if drop_config:
+        d = d.drop(columns="config")
+    trace = tmp_path / "t.csv"
+    d.to_csv(trace, index=False)
+    argv = ["compare", str(trace), "--models", "seed_id", "--baselines", "linear", "-k", "3",
+            "--starts", "2", "-o", str(tmp_path / "table.csv")]
+    assert main(argv) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert "noise floor: not available (the trace has no replicate steps" in head
+    assert "(none)" not in head and not head.endswith("none")
+    assert main([*argv, "--force", "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["noise_floor"] is None
+    assert obj["noise_floor_reason"].startswith("the trace has no replicate steps")
+    assert obj["noise_floor_reason"] in head
+    assert all(r["ratio_to_floor"] is None for r in obj["rows"])
 
 # ---------------------------------------------------------------------------
 # the context-aware members

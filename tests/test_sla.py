@@ -96,6 +96,7 @@ def test_max_tokens_matches_brute_force(fit):
 @given(B=st.integers(1, 256), target=st.floats(1.0, 2000.0))
 def test_property_sla_bracket(B, target):
     a = max_tokens(FIT, B, target)
+    assert a.search_from == max(a.rising_from, B)
     if a.feasible:
         S = a.max_total_tokens
         assert S >= B and S >= min(a.rising_from, S)

@@ -4,7 +4,8 @@
 writes a step trace (CSV), its metadata JSON and, for ``closed_loop``, a
 summary JSON. vLLM itself is an optional dependency (the ``collect`` extra);
 everything but starting the engine works without it. The CLI entry points
-``add_collect_parser`` / ``run_collect`` give ``perfmodel collect vllm ...``;
+``add_collect_parser`` / ``run_collect`` give ``perfmodel collect vllm ...``
+(``--json``: the final summary as JSON, :func:`collect_summary`);
 ``python -m perfmodel.collect vllm ...`` runs the same command stand-alone.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ from perfmodel.collect.machine_state import flag_contended
 from perfmodel.collect.vllm_collector import (
                                               add_collect_parser,
                                               add_vllm_arguments,
+                                              collect_summary,
                                               collect_vllm,
                                               drive,
                                               output_paths,
@@ -25,6 +27,7 @@ __all__ = [
                                               "WORKLOADS",
                                               "add_collect_parser",
                                               "add_vllm_arguments",
+                                              "collect_summary",
                                               "collect_vllm",
                                               "drive",
                                               "flag_contended",

@@ -661,7 +661,7 @@ def reproduce_command(model_config, workload: str, steps: int | None, seed: int,
                       **workload_params: Any) -> str:
     """The ``perfmodel collect vllm`` command line that repeats a collection (stored in metadata)."""
     parts = ["perfmodel", "collect", "vllm", "--model-config", str(model_config),
-             "--workload", workload, "--seed", str(seed)]
+             "--workload", workload, "--random-state", str(seed)]
     if steps is not None:
         parts += ["--steps", str(steps)]
     for k, v in workload_params.items():
@@ -809,6 +809,9 @@ def _parse_param(text: str) -> tuple[str, Any]:
         return key, value
 
 
+_JSON_HELP = "print the final summary (files written, rows) as one JSON object"
+
+
 def add_vllm_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the ``collect vllm`` options to ``p``."""
     p.add_argument("--model-config", required=True,
@@ -816,7 +819,9 @@ def add_vllm_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
     p.add_argument("--steps", type=int, default=None,
                    help="steps to record (closed_loop: optional safety cap)")
-    p.add_argument("--seed", type=int, default=0)
+    from perfmodel.cli import add_random_state_argument
+
+    add_random_state_argument(p, "the workload and of vLLM's sampler (same seed, same schedule)")
     p.add_argument("-o", "--output", required=True, help="trace CSV to write")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="workload parameter (value parsed as JSON), repeatable")
@@ -831,22 +836,55 @@ def add_vllm_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", default=None, help="default $PERFMODEL_CACHE_DIR or "
                    "~/.cache/perfmodel")
     p.add_argument("--force", action="store_true", help="overwrite existing outputs")
+    # default SUPPRESS: an engine sub-parser must not reset 'perfmodel collect --json vllm ...'
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help=_JSON_HELP)
     p.set_defaults(func=run_collect)
     return p
 
 
 def add_collect_parser(subparsers) -> argparse.ArgumentParser:
-    """Add ``collect`` (with the engine sub-command ``vllm``) to a CLI's subparsers."""
+    """Add ``collect`` (with the engine sub-command ``vllm``) to a CLI's subparsers.
+
+    ``--json`` is accepted before or after the engine name.
+    """
     collect = subparsers.add_parser("collect", help="collect step traces from a real engine")
+    collect.add_argument("--json", action="store_true", help=_JSON_HELP)
     sub = collect.add_subparsers(dest="engine", required=True)
     add_vllm_arguments(sub.add_parser("vllm", help="in-process vLLM engine"))
     return collect
 
 
+def collect_summary(paths: dict[str, Path], *, model_config, workload: str, steps: int | None,
+                    seed: int) -> dict[str, Any]:
+    """What a collection wrote: the files by role and the rows of each trace (from its metadata).
+
+    ``rows`` is keyed by the trace's role (``trace``, ``calib_pre``, ``calib_post``); a
+    ``closed_loop`` run adds its summary (``closed_loop``).
+    """
+    rows: dict[str, int | None] = {}
+    for role, p in paths.items():
+        if role == "meta" or role.endswith("_meta"):
+            trace_role = "trace" if role == "meta" else role.removesuffix("_meta")
+            try:
+                rows[trace_role] = json.loads(Path(p).read_text(encoding="utf-8")).get("rows")
+            except (OSError, ValueError):
+                rows[trace_role] = None
+    out: dict[str, Any] = {"engine": "vllm", "model_config": str(model_config),
+                           "workload": workload, "steps": steps, "random_state": seed,
+                           "written": {role: str(p) for role, p in paths.items()}, "rows": rows}
+    if "summary" in paths:
+        try:
+            out["closed_loop"] = json.loads(Path(paths["summary"]).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            out["closed_loop"] = None
+    return out
+
+
 def run_collect(args: argparse.Namespace) -> int:
     """Run ``collect vllm`` from parsed arguments; return the exit status.
 
-    Input errors print one line to stderr and return 2.
+    Input errors print one line (``perfmodel: error: ...``) to stderr and return 2.
+    With ``args.json`` the final summary (:func:`collect_summary`) is printed as JSON.
     """
     try:
         params = dict(_parse_param(kv) for kv in args.param)
@@ -858,8 +896,15 @@ def run_collect(args: argparse.Namespace) -> int:
                              max_model_len=args.max_model_len, temperature=args.temperature,
                              cache_dir=args.cache_dir, **params)
     except InputError as exc:
-        print(f"perfmodel collect: error: {exc}", file=sys.stderr)
+        msg = " ".join(str(exc).split())  # one line, as every perfmodel error
+        print(f"perfmodel: error: {msg}", file=sys.stderr)
         return 2
-    for role, p in paths.items():
-        print(f"{role}: {p}")
+    summary = collect_summary(paths, model_config=args.model_config, workload=args.workload,
+                              steps=args.steps, seed=args.seed)
+    if getattr(args, "json", False):
+        print(json.dumps(summary, indent=2, default=_json_default))
+    else:
+        for role, p in paths.items():
+            n = summary["rows"].get(role)  # trace files only
+            print(f"{role}: {p}" + (f" ({n} rows)" if n is not None else ""))
     return 0
