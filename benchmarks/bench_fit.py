@@ -57,7 +57,7 @@ def main(argv=None):
         x0 = m.initial_guess(f, y)
         ly = np.log(y)
 
-        def bare():
+        def bare(f=f, ly=ly, x0=x0):
             return optimize.least_squares(
                 lambda t: np.log(m._predict(t, f)) - ly, x0,
                 jac=lambda t: m._jacobian(t, f) / m._predict(t, f)[:, None],
@@ -65,8 +65,9 @@ def main(argv=None):
                 xtol=1e-10, ftol=1e-10, gtol=1e-10, max_nfev=2000)
 
         tb, rb = best_of(bare, a.repeats)
-        t1, r1 = best_of(lambda: fit_model(f, "seed_id", y=y, n_starts=1, x0=x0), a.repeats)
-        t8, r8 = best_of(lambda: fit_model(f, "seed_id", y=y), max(1, a.repeats // 2))
+        t1, r1 = best_of(lambda f=f, y=y, x0=x0: fit_model(f, "seed_id", y=y, n_starts=1, x0=x0),
+                         a.repeats)
+        t8, _r8 = best_of(lambda f=f, y=y: fit_model(f, "seed_id", y=y), max(1, a.repeats // 2))
         assert abs(r1.rss - 2 * rb.cost) / (2 * rb.cost) < 1e-3, "different optimum"
         print(f"{n:>8} {tb:9.3f} {t1:9.3f} {t1 / tb:6.2f} {t8:9.3f} {t8 / tb:6.2f}")
 

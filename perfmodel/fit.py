@@ -105,7 +105,7 @@ def covariance(J: np.ndarray, rss: float, dof: int, free: np.ndarray | None = No
     this rule the flag depended on where in the flat region the solver
     stopped -- and that moved with the BLAS kernel.
     """
-    n, p = J.shape
+    _n, p = J.shape
     free = np.ones(p, bool) if free is None else np.asarray(free, bool)
     cov = np.full((p, p), np.nan)
     unident = np.zeros(p, bool)

@@ -303,8 +303,8 @@ class SaturationBase(Model):
         tau0 = float(np.min(y) / 2)
         w0 = 0.1 * w1 * float(np.median(S))
         del B
-        return dict(P_max=p_max, k_B=0.1, k_S=0.01, w_0=w0, w_1=w1, tau_0=tau0,
-                    tau_B=1e-3, tau_S=1e-3)
+        return {"P_max": p_max, "k_B": 0.1, "k_S": 0.01, "w_0": w0, "w_1": w1, "tau_0": tau0,
+                    "tau_B": 1e-3, "tau_S": 1e-3}
 
 
 class SeedIdModel(SaturationBase):
@@ -322,7 +322,7 @@ class SeedIdModel(SaturationBase):
     params = (_TAU0, _A0, _A1, _KB, _KS, _TAUB, _TAUS)
 
     def _parts(self, th, f):
-        tau0, a0, a1, kB, kS, tauB, tauS = th
+        _tau0, a0, a1, kB, kS, _tauB, _tauS = th
         B, S = f["B"], f["S"]
         u, du = _saturation(kB, B)
         v, dv = _saturation(kS, S)
@@ -330,12 +330,12 @@ class SeedIdModel(SaturationBase):
         return B, S, u, du, v, dv, work
 
     def _predict(self, th, f):
-        tau0, a0, a1, kB, kS, tauB, tauS = th
-        B, S, u, du, v, dv, work = self._parts(th, f)
+        tau0, _a0, _a1, _kB, _kS, tauB, tauS = th
+        B, S, u, _du, v, _dv, work = self._parts(th, f)
         return tau0 + work / (u * v) + tauB * B + tauS * S
 
     def _jacobian(self, th, f):
-        tau0, a0, a1, kB, kS, tauB, tauS = th
+        _tau0, _a0, _a1, _kB, _kS, _tauB, _tauS = th
         B, S, u, du, v, dv, work = self._parts(th, f)
         inv = 1.0 / (u * v)
         return np.column_stack([
@@ -403,7 +403,7 @@ class SeedModel(SaturationBase):
         return tau0 + (w0 + w1 * S) / (pmax * u * v) + tauB * B + tauS * S
 
     def _jacobian(self, th, f):
-        pmax, kB, kS, w0, w1, tau0, tauB, tauS = th
+        pmax, kB, kS, w0, w1, _tau0, _tauB, _tauS = th
         B, S = f["B"], f["S"]
         u, du = _saturation(kB, B)
         v, dv = _saturation(kS, S)
@@ -463,7 +463,7 @@ class SeedGammaModel(SaturationBase):
         return tau0 + (a0 + a1 * S) / (u * v) * g + tauB * B + tauS * S
 
     def _jacobian(self, th, f):
-        tau0, a0, a1, kB, kS, gB, gS, tauB, tauS = th
+        _tau0, a0, a1, kB, kS, gB, gS, _tauB, _tauS = th
         B, S = f["B"], f["S"]
         u, du = _saturation(kB, B)
         v, dv = _saturation(kS, S)
@@ -531,4 +531,4 @@ class SeedCtxModel(SaturationBase):
 
 for _m in (SeedModel(), SeedIdModel(), SeedGammaModel(), SeedCtxModel()):
     register(_m)
-from . import models_ctx  # noqa: E402,F401
+from . import models_ctx  # noqa: F401

@@ -588,8 +588,8 @@ def simulate_closed_loop(model, num_requests: int, concurrency: int, prompt_toke
     first = [_Req(i, 0.0, Ps[i], Os[i]) for i in range(min(C, N))]
     reqs, log, n = _run(model, first, cfg, closed=(N, Ps, Os), seed=seed, keep_steps=keep_steps,
                         max_steps=max_steps)
-    extra = dict(mode="closed_loop", num_requests=N, concurrency=C,
-                 prompt_tokens=_scalar_or_list(Ps), output_tokens=_scalar_or_list(Os), seed=seed)
+    extra = {"mode": "closed_loop", "num_requests": N, "concurrency": C,
+                 "prompt_tokens": _scalar_or_list(Ps), "output_tokens": _scalar_or_list(Os), "seed": seed}
     return _result(reqs, log, n, cfg, extra)
 
 
@@ -635,8 +635,8 @@ def simulate_open_loop(model, *, prompt_tokens, output_tokens, rate: float | Non
     reqs = [_Req(i, float(arrivals[i]), Ps[i], Os[i]) for i in range(N)]
     reqs, log, n = _run(model, reqs, cfg, closed=None, seed=seed, keep_steps=keep_steps,
                         max_steps=max_steps)
-    extra = dict(mode="open_loop", num_requests=N, rate=None if rate is None else float(rate),
-                 prompt_tokens=_scalar_or_list(Ps), output_tokens=_scalar_or_list(Os), seed=seed)
+    extra = {"mode": "open_loop", "num_requests": N, "rate": None if rate is None else float(rate),
+                 "prompt_tokens": _scalar_or_list(Ps), "output_tokens": _scalar_or_list(Os), "seed": seed}
     return _result(reqs, log, n, cfg, extra)
 
 
@@ -1060,9 +1060,9 @@ def evaluate_policies(model, workload: Mapping, *, policies=("decode_first", "pr
     for pol, K, M, thr in product(*grids.values()):
         runs = []
         for sd in seeds:
-            kw = dict(max_num_seqs=M, max_num_batched_tokens=K, policy=pol,
-                      long_prefill_token_threshold=thr, step_overhead_ms=step_overhead_ms,
-                      seed=sd, keep_steps=True)
+            kw = {"max_num_seqs": M, "max_num_batched_tokens": K, "policy": pol,
+                      "long_prefill_token_threshold": thr, "step_overhead_ms": step_overhead_ms,
+                      "seed": sd, "keep_steps": True}
             if closed:
                 r = simulate_closed_loop(model, workload["num_requests"],
                                          workload["concurrency"], workload["prompt_tokens"],
@@ -1245,10 +1245,10 @@ def simulate_command(args) -> tuple[str, dict]:
         est = estimate_step_overhead(read_trace(args.trace))
         overhead = est.overhead_ms
     overhead = 0.0 if overhead is None else overhead
-    common = dict(max_num_seqs=args.max_num_seqs,
-                  max_num_batched_tokens=args.max_num_batched_tokens,
-                  policy=args.policy, enable_chunked_prefill=not args.no_chunked_prefill,
-                  step_overhead_ms=overhead, seed=args.seed, keep_steps=True)
+    common = {"max_num_seqs": args.max_num_seqs,
+                  "max_num_batched_tokens": args.max_num_batched_tokens,
+                  "policy": args.policy, "enable_chunked_prefill": not args.no_chunked_prefill,
+                  "step_overhead_ms": overhead, "seed": args.seed, "keep_steps": True}
     if args.concurrency is not None and args.rate is not None:
         raise InputError("give --concurrency (closed loop) or --rate (open loop), not both")
     if args.rate is not None:

@@ -503,7 +503,7 @@ def _solve_tokens(pred: Predictor, Bs: np.ndarray, targets: np.ndarray, s_max: i
     rise = _rising_start(g, np.ones(m, np.int64), np.full(m, s_max, np.int64))
     start = np.maximum(rise, Bs.astype(np.int64))
     x, feas, capped, v0 = _largest_below(g, start, np.full(m, s_max, np.int64), targets)
-    return dict(S=x, feasible=feas, capped=capped, v_start=v0, rising=rise, start=start)
+    return {"S": x, "feasible": feas, "capped": capped, "v_start": v0, "rising": rise, "start": start}
 
 
 def _tokens_answer(pred: Predictor, B: int, target: float, s_max: int, sol: dict, i: int):
@@ -856,16 +856,16 @@ def recommend_token_budget(fit, itl_slo_ms: float, q: float = 0.95, *,
     for M in grid:
         K, capped, why = Ks[M]
         if K is None:
-            table.append(dict(max_num_seqs=M, max_num_batched_tokens=None, feasible=False,
-                              reason=why))
+            table.append({"max_num_seqs": M, "max_num_batched_tokens": None, "feasible": False,
+                              "reason": why})
             continue
         f = {"B": [float(M)], "S": [float(K)]}
         med = float(pred.point(f)[0])
         thr = K / med * 1000.0
-        row = dict(max_num_seqs=M, max_num_batched_tokens=K, feasible=True,
-                   predicted_median_ms=med, predicted_q_ms=float(pred.quantile(f)[0]),
-                   prob_meets_slo=float(pred.prob_below(f, T)[0]), tokens_per_s=thr,
-                   capped=capped)
+        row = {"max_num_seqs": M, "max_num_batched_tokens": K, "feasible": True,
+                   "predicted_median_ms": med, "predicted_q_ms": float(pred.quantile(f)[0]),
+                   "prob_meets_slo": float(pred.prob_below(f, T)[0]), "tokens_per_s": thr,
+                   "capped": capped}
         table.append(row)
         if best is None or thr > best["tokens_per_s"] * (1 + 1e-12):
             best = row
@@ -875,8 +875,8 @@ def recommend_token_budget(fit, itl_slo_ms: float, q: float = 0.95, *,
     else:
         rule = ("for each max_num_seqs M: K(M) = largest K >= M with P(T(b, K) <= SLO) >= q for "
                 "every b = 1..M; choose the M maximising K / median T(M, K)")
-    out: dict[str, Any] = dict(itl_slo_ms=T, q=q, method=method, cover=cover, rule=rule,
-                               table=table)
+    out: dict[str, Any] = {"itl_slo_ms": T, "q": q, "method": method, "cover": cover, "rule": rule,
+                               "table": table}
     if best is None:
         why = table[0]["reason"]
         if cover == "full_step":
@@ -892,8 +892,8 @@ def recommend_token_budget(fit, itl_slo_ms: float, q: float = 0.95, *,
     fb = {"B": np.arange(1, M + 1, dtype=float), "S": np.full(M, float(K))}
     qb = pred.quantile(fb)
     w = int(np.argmax(qb))
-    wc = dict(batch_size=w + 1, predicted_q_ms=float(qb[w]),
-              prob_meets_slo=float(pred.prob_below({"B": [w + 1.0], "S": [float(K)]}, T)[0]))
+    wc = {"batch_size": w + 1, "predicted_q_ms": float(qb[w]),
+              "prob_meets_slo": float(pred.prob_below({"B": [w + 1.0], "S": [float(K)]}, T)[0])}
     reason = (f"max_num_seqs={M}, max_num_batched_tokens={K}: a full step is predicted at "
               f"{best['predicted_median_ms']:.4g} ms (median), {best['predicted_q_ms']:.4g} ms "
               f"({q:g}-quantile) <= SLO {T:g} ms; {best['tokens_per_s']:.4g} tokens/s per "
@@ -1152,7 +1152,7 @@ def sla_command(args) -> tuple[str, dict]:
     samples = _load_samples(getattr(args, "bootstrap_samples", None))
     if args.method == "bootstrap" and samples is None and (q is not None or args.recommend):
         raise InputError("--method bootstrap needs --bootstrap-samples FILE")
-    kw = dict(method=args.method, boot_samples=samples)
+    kw = {"method": args.method, "boot_samples": samples}
     if args.recommend:
         grid = _int_list(args.batch_sizes, "--batch-sizes")
         d = recommend_token_budget(fit, args.target_ms, 0.95 if q is None else q,

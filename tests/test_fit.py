@@ -66,7 +66,7 @@ def test_robust_losses_resist_gross_outliers(loss):
 
 
 def test_outlier_window_is_off_by_default_and_reports_drops():
-    f, rng = _design(500, 5)
+    f, _rng = _design(500, 5)
     y = get_model("seed_id").predict(TRUTH, f)
     r = fit_model(f, "seed_id", y=y)
     assert r.dropped is None
@@ -117,11 +117,11 @@ def test_seed_model_fits_through_identifiable_form():
 
 
 @pytest.mark.parametrize("kwargs,msg", [
-    (dict(loss="l3"), "loss"),
-    (dict(relative="sqrt"), "relative"),
-    (dict(n_starts=0), "n_starts"),
-    (dict(outlier_window=(5, 1)), "outlier_window"),
-    (dict(weights=np.ones(3)), "weights"),
+    ({"loss": "l3"}, "loss"),
+    ({"relative": "sqrt"}, "relative"),
+    ({"n_starts": 0}, "n_starts"),
+    ({"outlier_window": (5, 1)}, "outlier_window"),
+    ({"weights": np.ones(3)}, "weights"),
 ])
 def test_bad_arguments_are_named(kwargs, msg):
     f, _ = _design(100, 1)

@@ -222,7 +222,7 @@ def test_prefill_first_orders_prefills_before_decodes():
 
 def test_decode_first_never_starves_decodes_but_prefill_first_does():
     # 4 running decodes fill a budget of 4 tokens: decode-first admits no prefill
-    kw = dict(max_num_batched_tokens=4, max_num_seqs=8)
+    kw = {"max_num_batched_tokens": 4, "max_num_seqs": 8}
     r = simulate_closed_loop(Const(1.0), 8, 8, 2, 6, policy="decode_first", **kw)
     dec = r.steps["num_decode"].to_numpy()
     running = r.steps["num_running"].to_numpy()
@@ -281,8 +281,8 @@ def test_littles_law_open_loop():
 
 
 def test_deterministic_given_seed():
-    kw = dict(rate=50.0, num_requests=50, prompt_tokens=30, output_tokens=8,
-              step_noise_sd=0.1)
+    kw = {"rate": 50.0, "num_requests": 50, "prompt_tokens": 30, "output_tokens": 8,
+              "step_noise_sd": 0.1}
     a = simulate_open_loop(Truth(), seed=4, **kw).to_dict()
     b = simulate_open_loop(Truth(), seed=4, **kw).to_dict()
     c = simulate_open_loop(Truth(), seed=5, **kw).to_dict()
@@ -309,19 +309,19 @@ def test_per_request_lengths():
 # ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kw, match", [
-    (dict(num_requests=0), "num_requests"),
-    (dict(concurrency=0), "concurrency"),
-    (dict(prompt_tokens=0), "prompt_tokens"),
-    (dict(output_tokens=1.5), "output_tokens"),
-    (dict(max_num_seqs=0), "max_num_seqs"),
-    (dict(max_num_batched_tokens=-1), "max_num_batched_tokens"),
-    (dict(step_overhead_ms=-1.0), "step_overhead_ms"),
-    (dict(step_overhead_ms=float("nan")), "step_overhead_ms"),
-    (dict(policy="lifo"), "policy"),
-    (dict(prompt_tokens=[1, 2]), "prompt_tokens"),
+    ({"num_requests": 0}, "num_requests"),
+    ({"concurrency": 0}, "concurrency"),
+    ({"prompt_tokens": 0}, "prompt_tokens"),
+    ({"output_tokens": 1.5}, "output_tokens"),
+    ({"max_num_seqs": 0}, "max_num_seqs"),
+    ({"max_num_batched_tokens": -1}, "max_num_batched_tokens"),
+    ({"step_overhead_ms": -1.0}, "step_overhead_ms"),
+    ({"step_overhead_ms": float("nan")}, "step_overhead_ms"),
+    ({"policy": "lifo"}, "policy"),
+    ({"prompt_tokens": [1, 2]}, "prompt_tokens"),
 ])
 def test_closed_loop_bad_arguments(kw, match):
-    args = dict(num_requests=4, concurrency=2, prompt_tokens=8, output_tokens=4)
+    args = {"num_requests": 4, "concurrency": 2, "prompt_tokens": 8, "output_tokens": 4}
     args.update(kw)
     with pytest.raises(InputError, match=match):
         simulate_closed_loop(Const(1.0), **args)
@@ -472,7 +472,7 @@ def test_validate_closed_loop_recovers_synthetic_run():
 # ---------------------------------------------------------------------------
 
 def test_evaluate_policies_and_plots():
-    wl = dict(num_requests=24, concurrency=8, prompt_tokens=200, output_tokens=16)
+    wl = {"num_requests": 24, "concurrency": 8, "prompt_tokens": 200, "output_tokens": 16}
     df = evaluate_policies(Truth(), wl, policies=("decode_first", "prefill_first"),
                            max_num_batched_tokens=(64, 256), max_num_seqs=(4, 8))
     assert len(df) == 8
@@ -491,11 +491,11 @@ def test_evaluate_policies_and_plots():
     assert ax2.get_ylabel() == "max num seqs"
     with pytest.raises(InputError, match="filter"):
         plot_policy_contour(df)
-    open_df = evaluate_policies(Truth(), dict(rate=20.0, num_requests=30, prompt_tokens=50,
-                                              output_tokens=8), max_num_batched_tokens=(64,))
+    open_df = evaluate_policies(Truth(), {"rate": 20.0, "num_requests": 30, "prompt_tokens": 50,
+                                              "output_tokens": 8}, max_num_batched_tokens=(64,))
     assert len(open_df) == 2
     with pytest.raises(InputError, match="workload is missing"):
-        evaluate_policies(Truth(), dict(concurrency=2))
+        evaluate_policies(Truth(), {"concurrency": 2})
 
 
 def test_pareto_front_simple():
@@ -526,7 +526,7 @@ def test_pareto_front_ignores_differences_inside_the_seed_spread():
 
 
 def test_evaluate_policies_over_seeds_reports_spread():
-    wl = dict(rate=20.0, num_requests=30, prompt_tokens=50, output_tokens=8)
+    wl = {"rate": 20.0, "num_requests": 30, "prompt_tokens": 50, "output_tokens": 8}
     df = evaluate_policies(Truth(), wl, max_num_batched_tokens=(64, 128), seeds=[0, 1, 2])
     assert (df["n_seeds"] == 3).all()
     assert (df["output_throughput_tok_s_se"] > 0).all()
@@ -547,7 +547,7 @@ def test_simulate_command(tmp_path):
     B = rng.integers(1, 64, 200)
     S = B + rng.integers(0, 2048, 200)
     T = Truth().predict({"B": B, "S": S}) * np.exp(rng.normal(0, 0.02, 200))
-    fit = fit_model(pd.DataFrame(dict(batch_size=B, total_tokens=S, duration_ms=T)), "seed_id",
+    fit = fit_model(pd.DataFrame({"batch_size": B, "total_tokens": S, "duration_ms": T}), "seed_id",
                     n_starts=2)
     path = tmp_path / "fit.json"
     fit.to_json(path)

@@ -42,7 +42,7 @@ def _trace(n=600, seed=0, theta=TRUE, sigma=SIGMA):
     B = rng.integers(1, 64, n)
     S = B + rng.integers(0, 2048, n)
     T = get_model("seed_id").predict(theta, {"B": B, "S": S}) * np.exp(rng.normal(0, sigma, n))
-    return pd.DataFrame(dict(batch_size=B, total_tokens=S, duration_ms=T))
+    return pd.DataFrame({"batch_size": B, "total_tokens": S, "duration_ms": T})
 
 
 @pytest.fixture(scope="module")
