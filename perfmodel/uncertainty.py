@@ -865,19 +865,24 @@ class BootstrapResult:
         """Endpoints that the resamples do not determine (booleans ``lower``, ``upper``).
 
         An endpoint is undetermined when its Monte Carlo range
-        (:meth:`endpoint_mc_range`) is wider than ``max_spread`` times its
-        larger end in magnitude (0.5: the range spans more than a factor of
-        two).  Such an endpoint is a few extreme resamples -- often fits that
-        wandered along a flat direction, whose values move with the BLAS
-        kernel -- and should be reported as not determined, not as a number.
+        (:meth:`endpoint_mc_range`) is wider than ``max_spread`` times the
+        interval (``upper - lower``): another ``n_boot`` resamples could move
+        it by more than half the interval.  Such an endpoint is a few extreme
+        resamples -- often fits that wandered along a flat direction, whose
+        values move with the BLAS kernel -- and should be reported as not
+        determined, not as a number.  For normal samples and ``n_boot = 49``
+        the ratio is about 0.25; a parameter whose resamples all sit at a
+        bound has a zero-width interval and zero spread (determined).
         """
+        if not (np.isfinite(max_spread) and max_spread > 0):
+            raise InputError(f"max_spread must be a positive number, got {max_spread!r}")
         r = self.endpoint_mc_range(level)
+        width = np.asarray(self.upper, float) - np.asarray(self.lower, float)
         flags = {}
         for name in ("lower", "upper"):
-            lo, hi = r[f"{name}_lo"].to_numpy(float), r[f"{name}_hi"].to_numpy(float)
-            scale = np.maximum(np.abs(lo), np.abs(hi))
+            spread = r[f"{name}_hi"].to_numpy(float) - r[f"{name}_lo"].to_numpy(float)
             with np.errstate(invalid="ignore"):
-                flags[name] = ~((hi - lo) <= max_spread * scale)
+                flags[name] = ~(spread <= max_spread * width)
         return pd.DataFrame(flags, index=r.index)
 
     def to_dict(self, include_samples: bool = False) -> dict[str, Any]:

@@ -442,3 +442,9 @@ def test_bootstrap_endpoint_mc_range_flags_endpoints_set_by_a_few_resamples():
     assert not nd.loc["a"].any()
     with pytest.raises(InputError, match="level"):
         b.endpoint_mc_range(level=1.5)
+    # every resample at a bound: a zero-width interval that is perfectly determined
+    zero = BootstrapResult(param_names=["a_0"], estimate=np.zeros(1), samples=np.zeros((n, 1)),
+                           lower=np.zeros(1), upper=np.zeros(1), method="percentile",
+                           scheme="pairs", n_boot=n, n_failed=0, failures=[], alpha=0.05,
+                           seed=0, relative="log", loss="linear")
+    assert not zero.undetermined().to_numpy().any()

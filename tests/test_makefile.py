@@ -1,0 +1,61 @@
+"""The Makefile and README promise things a newcomer relies on: check them without running them."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+
+
+def _dry(target: str) -> str:
+    r = subprocess.run(["make", "-n", "--no-print-directory", target], cwd=ROOT,
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_lab_has_inline_figures_and_sees_the_whole_repository():
+    out = _dry("lab")
+    assert "env -u MPLBACKEND" in out          # the Agg backend would hide every figure
+    assert "--notebook-dir=." in out            # data/, figures/, build/ in the file browser
+
+
+def test_notebook_validation_runs_under_two_blas_kernels():
+    out = _dry("test-notebooks")
+    assert "for k in default Haswell" in out
+    assert "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE" in out and "OPENBLAS_CORETYPE=$k" in out
+
+
+def test_make_test_lints():
+    assert "ruff check perfmodel tests scripts benchmarks" in _dry("lint")
+
+
+def test_paper_clean_removes_only_what_the_pipeline_rebuilds():
+    out = _dry("paper-clean")
+    assert "perfmodel.pipeline clean" in out
+    assert "paper/tables" not in out            # script-written tables stay
+
+
+def test_pipeline_runs_notebooks_with_their_outputs_recorded():
+    text = (ROOT / "notebooks" / "pipeline.mk").read_text()
+    assert "PERFMODEL_OUTPUT_MANIFEST" in text and "PERFMODEL_PAPER_OUTPUT" in text
+    assert "SOURCE_DATE_EPOCH" in text
+
+
+def test_readme_paths_exist():
+    """Every repository path the README names in backticks exists (generated build/ aside)."""
+    text = (ROOT / "README.md").read_text()
+    tops = ("data/", "perfmodel/", "notebooks/", "scripts/", "paper/", "figures/", "tests/",
+            "benchmarks/", "docs/", ".ci/")
+    missing = []
+    for token in re.findall(r"`([^`\s]+)`", text):
+        path = token.rstrip(".,;:")
+        if path.startswith(tops) and not any(c in path for c in "*<>$"):
+            if not (ROOT / path).exists():
+                missing.append(path)
+    assert not missing, f"README names paths that do not exist: {missing}"
