@@ -1,10 +1,10 @@
 """Comparison models for step latency behind one fit/predict interface.
 
-Problem: the saturation model (MODEL.md) must beat simpler or more flexible
+Problem: the saturation model (docs/model.md) must beat simpler or more flexible
 models on the same data and the same validation splits to earn its
-parameters. Seed 003 names linear/polynomial regression and a
-constant-throughput model; DistServe's latency model and a random forest (as
-in Vidur and the seed-000 report) are the peers.
+parameters. The alternatives are linear/polynomial regression and a
+constant-throughput model (docs/model.md, Evaluation); DistServe's latency
+model and a random forest (as in Vidur) are the peers.
 
 Every baseline has ``name``, ``n_params`` (``None`` for the forest, which has
 no fixed parameter count), ``fit(df) -> self`` and ``predict(df) -> ndarray``
@@ -15,13 +15,13 @@ arguments; ``fit`` validates, sets attributes ending in ``_`` and returns
 ``self`` (scikit-learn conventions). :func:`get_baseline` builds one by name.
 
 ``relative=True`` fits relative rather than absolute error, so long prefill
-steps do not dominate the loss (MODEL.md, known problem 4): linear-in-parameter
+steps do not dominate the loss (docs/model.md, Fit scales): linear-in-parameter
 models minimise sum ((T - T_hat) / T)^2 (weighted least squares with weights
 1/T^2, which keeps the model's form); the random forest fits log T.
 
 Per-request features are parsed here by :func:`_request_features` from the
 ``';'``-joined ``chunk_sizes``/``context_lens`` columns, with the definitions
-of ``perfmodel.trace.step_features`` (CONTRACT.md); it is private and local
+of ``perfmodel.trace.step_features``; it is private and local
 because DistServe's form also needs the decode count and prefill tokens,
 which ``step_features`` does not return. Tests check the two agree when
 ``perfmodel.trace`` exists.
@@ -294,7 +294,7 @@ class Baseline:
 
 
 class LinearBS(Baseline):
-    """Linear regression T = a + b B + c S (seed 003's linear alternative).
+    """Linear regression T = a + b B + c S (the linear alternative).
 
     No saturation: the cost per token is the same at every batch size, so it
     cannot follow the falling per-token cost at small S; fitted by (weighted)
@@ -315,7 +315,7 @@ class LinearBS(Baseline):
 
 
 class ConstantThroughput(Baseline):
-    """Constant throughput T = a + S / P with P > 0 (seed 003's alternative).
+    """Constant throughput T = a + S / P with P > 0 (the constant-throughput alternative).
 
     A fixed overhead ``a`` (ms) plus tokens at a fixed rate ``P`` (tokens/ms):
     no batch-size effect and no saturation. Fitted by bounded linear least
@@ -385,7 +385,7 @@ class DistServe(Baseline):
 
 
 class Polynomial(Baseline):
-    """Polynomial regression of degree 2 or 3 in (B, S) (seed 003's alternative).
+    """Polynomial regression of degree 2 or 3 in (B, S) (the polynomial alternative).
 
     All monomials B^i S^j with i + j <= degree (6 terms for degree 2, 10 for
     3) by scikit-learn ``PolynomialFeatures`` + ``LinearRegression``, after
@@ -440,7 +440,8 @@ class RandomForest(Baseline):
     """Random forest on B, S and, when present, per-request context features.
 
     The non-parametric peer (Vidur predicts operator times with random
-    forests; the seed-000 report explains step time with one, R^2 = 0.43):
+    forests; the fixed-S analysis of docs/model.md, Secondary factors, gave
+    R^2 = 0.43 with one):
     an upper reference for what the features can explain inside the data,
     with no extrapolation beyond them (a forest predicts a constant outside
     the training range). Features: B, S, plus ``ctx_sum``, ``ctx_max``,

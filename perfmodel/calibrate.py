@@ -20,7 +20,7 @@ with, in this project's step schema (``context_lens`` = tokens computed
   context ``L + j - 1`` each (the ``L`` prompt tokens and the ``j - 1``
   output tokens already fed back), ``S = B``.
 
-This is SOURCE.txt's ``T_prefill(B, B L) + sum_{j=1}^{L-1} T_decode(B,
+This is ``T_prefill(B, B L) + sum_{j=1}^{L-1} T_decode(B,
 context = L + j)`` with its context shifted by one to this schema
 (``load_llm_inference_bench``'s docstring).
 

@@ -236,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--starts", type=int, default=8, help="multi-start count")
     f.add_argument("--no-scale", action="store_true", help="do not median-scale B and S")
     f.add_argument("--outlier-window", type=float, nargs=2, metavar=("LOW_MS", "HIGH_MS"),
-                   help="drop steps outside [LOW, HIGH] ms (off by default; the seeds use 1 300)")
+                   help="drop steps outside [LOW, HIGH] ms (off by default; e.g. 1 300)")
     f.add_argument("--drop-invalid", action="store_true", help="drop invalid rows and report them")
     f.add_argument("--bootstrap", type=int, default=0, metavar="N", help="add N bootstrap intervals")
     f.add_argument("--scheme", default="pairs", choices=["pairs", "residual", "wild", "block"])

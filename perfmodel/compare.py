@@ -21,14 +21,14 @@ schedule" (``batch_size``, ``total_tokens`` and, when present,
 ``chunk_sizes``/``context_lens``), so replicate runs of one configuration
 *and* identical steps filed under different configurations (Splitwise lists
 the P=512, B=1 prefill once per output length) fall on one side.
-``cv='time'``: expanding-window time-series splits (seed 003, 11.1) in
+``cv='time'``: expanding-window time-series splits (docs/model.md, Evaluation) in
 :func:`perfmodel.trace.time_order`.  ``cv='extrapolate'``: train on steps
 with ``S`` and ``B`` at or below their ``quantile`` (default 0.8), test on
 the rest (capacity planning beyond the measured range).
 
 Held-out scores pool the out-of-fold predictions (each step is predicted
 once in grouped CV); ``fold_mape_mean`` is the mean of per-fold MAPEs
-(seed 003's "mean(error_t)").
+(the mean error over folds, docs/model.md, Evaluation).
 
 Dataset names
 -------------

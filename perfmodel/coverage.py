@@ -24,7 +24,7 @@ a calibration one), so the study moves it inside.
 
 Noise level :data:`STUDY_SIGMA` = 2%: the middle of the replicate noise floor
 measured on the Splitwise traces (0.7-3.0% per-configuration coefficient of
-variation; docs/MODEL.md).  For the additive kinds ``sigma`` is 2% of the
+variation; docs/model.md, Fit scales).  For the additive kinds ``sigma`` is 2% of the
 median step time of a large design (ms); for the log kinds it is the sd of
 ``log T``.
 

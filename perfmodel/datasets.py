@@ -22,8 +22,9 @@ file in this order:
 With neither mirror, cache nor network it raises
 :class:`~perfmodel.errors.DataUnavailableError` saying how to set
 ``PERFMODEL_DATA_MIRROR``.  The sha256 digests were computed from the files
-in ``shared/data/external`` (each folder's ``SOURCE.txt`` gives repository,
-commit, licence and caveats).
+at the pinned commits: each :class:`Dataset` entry gives the upstream URL at
+its commit, the licence and the citation, and each loader's docstring the
+caveats found by inspection.
 
 The loaders below turn the files into DataFrames; the ``*_steps``
 converters return the step-trace schema (``batch_size``, ``total_tokens``,
@@ -759,12 +760,12 @@ def load_llm_inference_bench(*, framework=None, hardware=None, model=None,
 
     Kept in request form: no step conversion.  A step model ``T(B, S,
     chunks, contexts)`` is compared with a row by integrating it over the
-    run, as SOURCE.txt states::
+    run::
 
         latency_s * 1000 ~= T_prefill(B, S = B*L)
                             + sum_{j=1}^{L-1} T_decode(B, S = B, context = L + j)
 
-    (SOURCE.txt's ``L + j`` counts the token being decoded; in this
+    (here ``L + j`` counts the token being decoded; in this
     project's schema, where ``context_lens`` is the tokens computed *before*
     the step, decode step ``j`` has ``context_lens = L + j - 1``).  This
     assumes every request runs the whole batch in lock-step, which a
@@ -854,7 +855,7 @@ def load_vidur_profile() -> VidurProfile:
     by ``batch_size``, ``prefill_chunk_size``, ``kv_cache_size``,
     ``is_prefill`` (decode rows: ``prefill_chunk_size = 0``, B = 1..128;
     prefill rows: B = 1, chunk 64..4096 with prior context ``kv_cache_size``).
-    Note: SOURCE.txt lists an ``attn_kv_cache_save`` operator, but this file
+    Note: Vidur defines an ``attn_kv_cache_save`` operator, but this file
     has no such column.  ``mlp`` (261 rows): ``time_stats.{emb,
     input_layernorm, attn_pre_proj, attn_rope, attn_post_proj,
     post_attention_layernorm, mlp_up_proj, mlp_act, mlp_down_proj, add}.*`` by
@@ -1091,7 +1092,7 @@ def vidur_steps(mixes=None, *, seed: int = 0, stat: str = "median",
     Not composed (so the result is the GPU compute of one pipeline stage):
     tensor-parallel all-reduce (no all-reduce table in this profile), the
     KV-cache save operator (no ``attn_kv_cache_save`` column in the file
-    although SOURCE.txt lists it), ``attn_input_reshape`` /
+    although Vidur defines it), ``attn_input_reshape`` /
     ``attn_output_reshape`` and the embedding (not in Vidur's per-layer sum),
     CPU overheads (``cpu_overheads.csv`` is not GPU step time), and Vidur's
     optional batching-overhead fractions for GQA attention.  Vidur predicts
@@ -1179,8 +1180,8 @@ def load_distserve(engine: str = "distserve") -> dict:
 def distserve_coefficients(engine: str | None = None, *, wide: bool = False) -> pd.DataFrame:
     """DistServe's fitted latency coefficients (A100-80GB SXM, OPT-13B / OPT-66B) as a table.
 
-    DistServe's simulator (``simdistserve/estimators/time_estimator.py``,
-    per SOURCE.txt) predicts, in ms::
+    DistServe's simulator (``simdistserve/estimators/time_estimator.py`` in
+    its repository) predicts, in ms::
 
         prefill = a + b * sum_i l_i + c * sum_i l_i^2                  ["prefill"]
         decode  = a + b * sum_i context_i + c * B     ["decoding_smallbs"] if B < threshold

@@ -2,11 +2,11 @@
 
 Problem: after fitting ``T(B, S)`` we must know whether the residuals
 ``e = T - T_hat`` behave as the fit's standard errors assume (normal,
-homoscedastic, uncorrelated in time, without drift). Seed 003 (11.2) asks for
-Shapiro-Wilk, Breusch-Pagan on B and S, Durbin-Watson and a linear trend test
-against time order; this module adds Jarque-Bera, Anderson-Darling, Ljung-Box
-and (optionally) White's test, and :func:`residual_table` returns all of them
-as one table.
+homoscedastic, uncorrelated in time, without drift). The core set
+(docs/model.md, Evaluation) is Shapiro-Wilk, Breusch-Pagan on B and S,
+Durbin-Watson and a linear trend test against time order; this module adds
+Jarque-Bera, Anderson-Darling, Ljung-Box and (optionally) White's test, and
+:func:`residual_table` returns all of them as one table.
 
 Each test returns a small :class:`~typing.NamedTuple` (``statistic``,
 ``pvalue`` and what else it needs). Every function checks its input first and
@@ -20,8 +20,8 @@ values computed with R (``lmtest::bptest``, ``car::durbinWatsonTest``,
 Shapiro-Wilk matches the worked example scipy's test suite takes from the
 original paper.
 
-Note on seed 003's code: ``stats.linregress(range(n), resid)[:2]`` returns the
-slope and the *intercept*, not a p-value; :func:`trend_test` returns the
+Note: ``stats.linregress(range(n), resid)[:2]``, a common shortcut for a trend
+test, returns the slope and the *intercept*, not a p-value; :func:`trend_test` returns the
 slope's t statistic and two-sided p-value.
 """
 from __future__ import annotations
@@ -428,8 +428,8 @@ def breusch_pagan(resid: Any, exog: Any, robust: bool = True) -> BreuschPaganRes
     """Breusch-Pagan test: does the residual variance depend on the regressors?
 
     Problem: step-time noise often grows with S (long prefill steps); an
-    unweighted fit then gives wrong standard errors. Seed 003 tests the
-    residuals against B and S.
+    unweighted fit then gives wrong standard errors. The residuals are
+    tested against B and S (docs/model.md, Evaluation).
 
     The squared residuals are regressed on a constant plus the columns of
     ``exog`` (e.g. B and S). Null hypothesis: homoscedasticity, the variance
@@ -631,9 +631,9 @@ def ljung_box(resid: Any, lags: int | None = None) -> LjungBoxResult:
 
 
 def trend_test(resid: Any, order: Any = None) -> TrendResult:
-    """Linear trend of the residuals against time order (seed 003, 11.2).
+    """Linear trend of the residuals against time order (docs/model.md, Evaluation).
 
-    Problem: a drifting host (DATA.md section 3: 3-20% between runs) shows as
+    Problem: a drifting host (data/README.md, Noise floor and drift) shows as
     residuals that rise or fall over the trace.
 
     OLS of the residuals on [1, order]. Null hypothesis: slope 0 (no linear
@@ -658,8 +658,8 @@ def trend_test(resid: Any, order: Any = None) -> TrendResult:
     Notes
     -----
     Verified against :func:`scipy.stats.linregress` (slope, intercept,
-    stderr, p-value) and statsmodels ``OLS`` (t value) to 1e-10. Seed 003's
-    code ``linregress(...)[:2]`` returns slope and intercept, not a p-value.
+    stderr, p-value) and statsmodels ``OLS`` (t value) to 1e-10. The shortcut
+    ``linregress(...)[:2]`` returns slope and intercept, not a p-value.
     """
     e = _resid(resid, min_n=3)
     t_ = np.arange(e.size, dtype=float) if order is None else _vector(order, "order", n=e.size)

@@ -1,9 +1,9 @@
-"""Secondary factors of the step time at a fixed token count (seed 000's analysis).
+"""Secondary factors of the step time at a fixed token count (docs/model.md, Secondary factors).
 
 Problem
 -------
-Seed 000 took 3,058 steps that all computed ``S = 4096`` tokens (mean
-104.28 ms, sd 3.50 ms) and asked what explains the remaining variation:
+An analysis of 3,058 steps that all computed ``S = 4096`` tokens (mean
+104.28 ms, sd 3.50 ms) asked what explains the remaining variation:
 the spread of chunk sizes, the number of requests, the context already
 computed, the decode/prefill mix.  It reported correlations, a random forest
 (R^2 = 0.43) with feature importances, and a table of mean step time by the
@@ -135,7 +135,7 @@ class FactorResult:
         }
 
     def report(self) -> str:
-        """A text report in the shape of seed 000."""
+        """A text report: correlations, forest R^2 and importances, time by number of requests."""
         L = [f"steps with S = {self.tokens}" + (f" +/- {self.tol}" if self.tol else "") +
              f": {self.n_steps}",
              f"step time: mean {self.mean_ms:.4g} ms, sd {self.sd_ms:.4g} ms, CV {self.cv:.4f}",
@@ -194,7 +194,7 @@ def secondary_factors(df: pd.DataFrame, tokens: int, tol: int = 0, *, fit=None, 
                       n_estimators: int = 200, cv: int = 5, min_steps: int = 20) -> FactorResult:
     """Explain the variation of step time among steps with (nearly) the same S.
 
-    Problem: seed 000 (module docstring).  Select steps with
+    Problem: see the module docstring.  Select steps with
     ``|S - tokens| <= tol``, compute per-step factors, and measure how much of
     the step-time variance each explains.
 

@@ -11,8 +11,8 @@ by iteratively reweighted least squares).  The generic core,
 standard errors; it is verified against the certified values of the 27 NIST
 StRD non-linear regression problems (``tests/test_nist.py``).
 :func:`fit_model` fits a member of :mod:`perfmodel.model` to a step trace:
-relative-error options, median scaling of the features, the seeds'
-initialisation heuristic and a seeded multi-start.
+relative-error options, median scaling of the features, the heuristic
+initialisation and a seeded multi-start (docs/model.md, Fitting).
 
 References
 ----------
@@ -353,18 +353,18 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
     model : str or Model; ``'seed'`` is fitted through ``'seed_id'``
     loss : 'linear', 'huber', 'soft_l1', 'cauchy' or 'tukey' (biweight, IRLS)
     relative : 'log', 'weight' or 'absolute'.  On real traces the absolute
-        loss lets the long prefill steps dominate (MODEL.md, problem 4).
+        loss lets the long prefill steps dominate (docs/model.md, Fit scales).
     f_scale : robust-loss scale; default 1.345 x MAD of a linear fit's
         residuals (Huber's 95%-efficiency tuning)
     weights : optional sample weights (multiply the squared residuals)
-    n_starts : multi-start count; start 0 is the seed's heuristic
-        (seed 003, 9.2), start 1 a data-driven guess, the rest random
+    n_starts : multi-start count; start 0 is the heuristic start
+        (docs/model.md, Initialisation), start 1 a data-driven guess, the rest random
         log-uniform perturbations of it (seeded by ``seed``); the best
         optimum is kept
     scale : divide each feature by its median before fitting (parameters
         are reported in physical units)
-    outlier_window : (low_ms, high_ms) or None; drop steps outside it (the
-        seeds use (1, 300)); off by default and reported when on
+    outlier_window : (low_ms, high_ms) or None; drop steps outside it (e.g.
+        (1, 300)); off by default and reported when on
     tol : xtol = ftol = gtol of each least-squares solve (default 1e-8: the
         relative change at which a step-time fit is converged; the NIST
         verification of :func:`fit_curve` uses 1e-15)

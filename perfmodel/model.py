@@ -14,8 +14,8 @@ paper all take names and units from here.
 Members
 -------
 ``seed``
-    The 8-parameter throughput-saturation form exactly as in the source
-    documents (seeds 002/003)::
+    The 8-parameter throughput-saturation form the project started from
+    (docs/model.md, The saturation form)::
 
         Thr(B,S) = P_max (1 - exp(-k_B B)) (1 - exp(-k_S S))
         T(B,S)   = tau_0 + (w_0 + w_1 S) / Thr(B,S) + tau_B B + tau_S S
@@ -31,8 +31,8 @@ Members
         T = tau_0 + (a_0 + a_1 S) / ((1 - e^{-k_B B})(1 - e^{-k_S S})) + tau_B B + tau_S S
 
 ``seed_gamma``
-    The gamma-corrected form of seed 003, section 9.1, in identifiable
-    parameters::
+    The gamma-corrected form (docs/model.md, Gamma correction), in
+    identifiable parameters::
 
         T = tau_0 + (a_0 + a_1 S)/(u v) (1 + gamma_B B + gamma_S S) + tau_B B + tau_S S
 
@@ -45,7 +45,7 @@ Adding a member is local: subclass :class:`Model`, give ``params``,
 Monotonicity
 ------------
 With ``a_0 > 0`` the saturation members are *not* monotone in ``S``: ``T``
-falls from ``+inf`` as ``S -> 0`` and rises again (MODEL.md, problem 2).
+falls from ``+inf`` as ``S -> 0`` and rises again (docs/model.md, Monotonicity).
 :meth:`SaturationBase.rising_from` gives the smallest ``S`` from which ``T``
 is non-decreasing at a given ``B``; SLA inversion searches only that branch.
 """
@@ -294,7 +294,7 @@ class SaturationBase(Model):
         return f
 
     def _seed_heuristic(self, feats, y):
-        """The seeds' initialisation (seed 003, 9.2), in native parameters."""
+        """The heuristic start (docs/model.md, Initialisation), in native parameters."""
         B = np.asarray(feats["B"], float)
         S = np.asarray(feats["S"], float)
         y = np.asarray(y, float)
@@ -313,7 +313,7 @@ class SeedIdModel(SaturationBase):
     ``T = tau_0 + (a_0 + a_1 S) / ((1-e^{-k_B B})(1-e^{-k_S S})) + tau_B B + tau_S S``
 
     Relation to the seed form: ``a_0 = w_0/P_max``, ``a_1 = w_1/P_max``;
-    ``tau_0, k_B, k_S, tau_B, tau_S`` are the seed's own. ``P_max`` itself is
+    ``tau_0, k_B, k_S, tau_B, tau_S`` are shared with ``seed``. ``P_max`` itself is
     not identifiable from step times: only ratios are.
     """
 
@@ -361,22 +361,23 @@ class SeedIdModel(SaturationBase):
         return self.clip([tau0, a0, a1, kB, kS, 1e-3, 1e-4])
 
     def seed_heuristic(self, feats, y):
-        """The seed's heuristic start mapped to identifiable parameters."""
+        """The heuristic start (docs/model.md, Initialisation) in identifiable parameters."""
         h = self._seed_heuristic(self.check_features(feats), y)
         return self.clip([h["tau_0"], h["w_0"] / h["P_max"], h["w_1"] / h["P_max"],
                           h["k_B"], h["k_S"], h["tau_B"], h["tau_S"]])
 
 
 class SeedModel(SaturationBase):
-    """The 8-parameter seed form, exactly as in the source documents.
+    """The 8-parameter saturation form ``seed`` (docs/model.md, The saturation form).
 
     ``T = tau_0 + (w_0 + w_1 S) / (P_max (1-e^{-k_B B})(1-e^{-k_S S})) + tau_B B + tau_S S``
 
     Not identifiable: only ``w_0/P_max`` and ``w_1/P_max`` are determined by
     step times.  It is fitted through :class:`SeedIdModel`; a fit report
     gives intervals only for the identifiable parameters and shows ``P_max``,
-    ``w_0``, ``w_1`` under the convention that ``P_max`` equals its seed
-    heuristic value ``quantile(S/T, 0.95)`` (no interval: not identifiable).
+    ``w_0``, ``w_1`` under the convention that ``P_max`` equals its heuristic
+    start value ``quantile(S/T, 0.95)`` (no interval: not identifiable;
+    docs/model.md, Identifiability).
     """
 
     name = "seed"
@@ -435,11 +436,11 @@ class SeedModel(SaturationBase):
 
 
 class SeedGammaModel(SaturationBase):
-    """Gamma-corrected saturation form (seed 003, 9.1), identifiable parameters.
+    """Gamma-corrected saturation form (docs/model.md, Gamma correction), identifiable parameters.
 
     ``T = tau_0 + (a_0 + a_1 S)/(u v) (1 + gamma_B B + gamma_S S) + tau_B B + tau_S S``
     with ``u = 1-e^{-k_B B}``, ``v = 1-e^{-k_S S}``, ``a_i = w_i / P_max``.
-    The seed proposes it only where the base form is shown inadequate.
+    Meant only for traces on which the base form is shown inadequate.
     """
 
     name = "seed_gamma"

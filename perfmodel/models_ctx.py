@@ -1,11 +1,11 @@
-"""Context-aware members of the step-latency family that keep the seed's saturation core.
+"""Context-aware members of the step-latency family that keep the saturation core of ``seed_id``.
 
 Problem
 -------
 ``B`` and ``S`` do not see attention: a prefill chunk of ``c_i`` tokens on
 top of ``ctx_i`` cached tokens computes ``c_i (ctx_i + c_i/2)`` query-key
 pairs, and every request reads its ``ctx_i`` cached keys and values from
-memory (MODEL.md, problem 3).  The members here add these costs to the
+memory (docs/model.md, Context-aware members).  The members here add these costs to the
 identifiable seed form ``seed_id`` and keep its reading: a fixed overhead,
 per-request and per-token overheads, and token work divided by a
 throughput that saturates in ``B`` and ``S``.
@@ -71,7 +71,7 @@ request's context growing by one (``ctx_sum + 1``, ``A + c_i`` for a chunk).
   hypothesis property test (``tests/test_compare.py``).
 * ``seed_id``, ``seed_kv``, ``seed_attn``, ``seed_attn_kv``: with ``a_0 > 0``
   (or ``a_attn A > 0``) the core ``W/(u v)`` falls from ``+inf`` at small ``S``
-  (MODEL.md, problem 2); ``T`` rises with a token only once ``S`` is past
+  (docs/model.md, Monotonicity); ``T`` rises with a token only once ``S`` is past
   :meth:`SaturationBase.rising_from` of ``seed_id`` with ``a_0`` replaced by
   ``a_0 + a_attn A``.  ``seed_kv`` and ``seed_attn`` can also fall when a
   decode becomes a 2-token chunk: they stop charging ``c_kv ctx_i``.
@@ -229,7 +229,7 @@ class SatCtxModel(SaturationBase):
         return self.clip([start[n] for n in self.param_names])
 
     def seed_heuristic(self, feats, y):
-        """The seed's heuristic (seed 003, 9.2) for the shared parameters."""
+        """The heuristic start (docs/model.md, Initialisation) for the shared parameters."""
         f = self.check_features(feats)
         h = dict(zip(MODELS["seed_id"].param_names, MODELS["seed_id"].seed_heuristic(f, y)))
         guess = dict(zip(self.param_names, self.initial_guess(f, y)))

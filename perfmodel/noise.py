@@ -9,13 +9,13 @@ measurements themselves.  Two kinds of repeated measurement give a floor:
   schedules (column ``replicate``; steps matched across runs by ``config``,
   or by ``step`` when there is no ``config``): the per-step coefficient of
   variation across runs, raw and with the slow run-level drift of a shared
-  host removed (DATA.md, section 3);
+  host removed (data/README.md, Noise floor and drift);
 * **configuration repeats** -- repeated runs of one configuration (column
   ``config``, e.g. Splitwise's 5 repeats): the coefficient of variation
   within each configuration.
 
 Each floor is given two ways.  ``median_cv``: the median over groups of
-``sd (ddof=1) / mean``, the number MODEL.md quotes.  ``oracle_mape``: the
+``sd (ddof=1) / mean``, the number docs/model.md (Fit scales) quotes.  ``oracle_mape``: the
 MAPE (percent) of an oracle that predicts each group's mean, which is the
 number comparable to a model's MAPE and the one :mod:`perfmodel.compare`
 divides by.  The deviation of a replicate from its group's *sample* mean
@@ -182,7 +182,7 @@ def replicate_floor(df: pd.DataFrame, *, replicate: str = "replicate", key: str 
 
     Problem: same-seed runs of one engine execute identical schedules, so
     the spread of one step's time across runs is measurement noise; on a
-    shared host part of it is a slow run-level drift (DATA.md, section 3),
+    shared host part of it is a slow run-level drift (data/README.md, Noise floor and drift),
     reported separately.
 
     Steps are matched across runs by ``key`` (default ``'config'`` when the

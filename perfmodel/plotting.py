@@ -5,7 +5,7 @@ each; the plots show *where* a fit goes wrong (tails, a fan-shaped spread
 against S, drift over time, periodic correlation). Every function draws on the
 ``ax`` it is given (a new figure when ``ax`` is None), sets labels, and returns
 the ``ax``; nothing is shown or saved here, so notebooks and scripts compose
-figures freely (STYLE.md: ax-in / ax-out).
+figures freely (ax in, ax out).
 """
 from __future__ import annotations
 

@@ -2,9 +2,9 @@
 
 Problem
 -------
-Seed 003 asks for ``dT/dB`` and ``dT/dS`` on a ``(B, S)`` grid, and seed 002
-for contour maps (``model.plot_contour(batch_range=(1, 64),
-token_range=(1, 2048))``).  An operator reads from them where one more
+The decision quantities (docs/model.md) include ``dT/dB`` and ``dT/dS`` on a
+``(B, S)`` grid and contour maps of them (:func:`plot_contour`, by default
+``batch_range=(1, 64), token_range=(1, 2048)``).  An operator reads from them where one more
 request or one more token is cheap, where the step is saturated, and where
 token throughput ``S/T`` still grows with ``S``.
 
@@ -212,7 +212,7 @@ def _range(r, name):
 def plot_contour(fit, batch_range=(1, 64), token_range=(1, 2048), quantity: str = "T",
                  ax=None, *, n: int = 80, levels: int = 14, log_tokens: bool = False,
                  mask_invalid: bool = True, features: Mapping | None = None):
-    """Contour map of a quantity over (B, S) (the seeds' ``plot_contour``).
+    """Contour map of a quantity over (B, S).
 
     Parameters
     ----------

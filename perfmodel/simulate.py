@@ -540,12 +540,12 @@ def simulate_closed_loop(model, num_requests: int, concurrency: int, prompt_toke
                          max_steps: int | None = 10_000_000) -> SimulationResult:
     """Simulate a closed-loop benchmark: ``concurrency`` clients issue ``num_requests`` in all.
 
-    Problem: predict what a benchmark like seed 004's (40 requests,
-    concurrency 8, 32 prompt tokens, 50 output tokens) measures, from a step
-    model.  ``concurrency`` requests arrive at time 0; whenever one finishes,
-    the next is issued at that instant (no think time), until
-    ``num_requests`` have been issued.  See the module docstring for the
-    engine loop and metric definitions.
+    Problem: predict what a closed-loop benchmark (e.g. 40 requests,
+    concurrency 8, 32 prompt tokens, 50 output tokens; docs/model.md,
+    Closed-loop benchmark) measures, from a step model.  ``concurrency``
+    requests arrive at time 0; whenever one finishes, the next is issued at
+    that instant (no think time), until ``num_requests`` have been issued.
+    See the module docstring for the engine loop and metric definitions.
 
     Parameters
     ----------
@@ -913,7 +913,7 @@ def validate_closed_loop(model, trace: pd.DataFrame | None, run_summary: Mapping
                          **overrides) -> ValidationResult:
     """Simulate a measured closed-loop run and return the relative errors.
 
-    Problem: check the simulator against a real run (issue 6, item 5): the
+    Problem: check the simulator against a real run: the
     step model is fitted on (or given for) the run's step trace, the per-step
     overhead is estimated from the same trace, the run's own settings are
     simulated, and throughput / median latency are compared.
@@ -940,7 +940,7 @@ def validate_closed_loop(model, trace: pd.DataFrame | None, run_summary: Mapping
     ``step_time_bias``: ``exp(median log(T_measured / T_predicted)) - 1`` over
     the trace's steps, i.e. how much slower (positive) the run's steps were
     than the model says -- the run-level drift to report beside the error
-    when the model was fitted on another trace (DATA.md, section 3).
+    when the model was fitted on another trace (data/README.md, Noise floor and drift).
     """
     if not isinstance(run_summary, Mapping):
         raise InputError(f"run_summary must be a dict, got {type(run_summary).__name__}")
@@ -1001,7 +1001,7 @@ def evaluate_policies(model, workload: Mapping, *, policies=("decode_first", "pr
                       seeds=None) -> pd.DataFrame:
     """Sweep batching policies with the simulator: throughput against latency.
 
-    Problem: seed 003, section 10.3 -- compare chunk sizes
+    Problem: compare batching policies (docs/model.md, Closed-loop benchmark): chunk sizes
     (``max_num_batched_tokens``, ``long_prefill_token_threshold``),
     decode-first against prefill-first, and admission thresholds
     (``max_num_seqs``) on one workload.  Every combination of the given

@@ -2,17 +2,17 @@
 
 Problem
 -------
-Turn a fitted step-latency model ``T(B, S)`` into operator answers (seed 003,
-section 10.2; issue 6): the largest number of tokens ``S*`` a step with ``B``
+Turn a fitted step-latency model ``T(B, S)`` into operator answers
+(docs/model.md, Decision quantities): the largest number of tokens ``S*`` a step with ``B``
 requests can carry and still meet a step-time target ``T*``; the converse
 largest ``B*`` at ``S`` tokens; the same with a stated probability
 (``P(T <= T*) >= q``); the frontier over ``B``; a recommended vLLM
 ``max_num_batched_tokens`` / ``max_num_seqs`` for an inter-token-latency SLO;
-and the seeds' ``schedule_batch_with_sla``.
+and an SLA-aware batch filter, ``schedule_batch_with_sla``.
 
 Where the answers are exact
 ---------------------------
-The saturation forms are **not monotone** in ``S`` (MODEL.md, problem 2):
+The saturation forms are **not monotone** in ``S`` (docs/model.md, Monotonicity):
 ``T`` falls from ``+inf`` as ``S -> 0`` and rises again, and likewise in
 ``B`` at fixed ``S``.  Every search here runs on the *rising branch*:
 ``rising_from`` is the smallest integer from which the predicted time does
@@ -547,7 +547,7 @@ def max_tokens(fit, batch_size: int, target_ms: float, *, s_max: int = DEFAULT_S
                features: Mapping | None = None) -> SlaAnswer:
     """Largest integer S >= B with predicted T(B, S) <= T* on the rising branch.
 
-    Problem: seed 003, 10.2, ``S* = argmin_S |T(B,S) - T*|`` read as "the
+    Problem: ``S* = argmin_S |T(B,S) - T*|`` (docs/model.md) read as "the
     most tokens a step with ``B`` requests can compute within ``T*``".  The
     search starts at ``max(B, rising_from)`` (module docstring), doubles the
     step until the target is exceeded, then bisects on integers, so
@@ -674,7 +674,7 @@ def frontier(fit, batch_sizes: Sequence[int], target_ms: float, q: float | None 
              features: Mapping | None = None, seed: int = 0) -> pd.DataFrame:
     """The SLA frontier ``S*(B)`` over batch sizes, as a table.
 
-    Problem: seed 003, 10.3 -- which (B, S) combinations meet a step-time
+    Problem: which (B, S) combinations meet a step-time
     target.  One :func:`max_tokens` (or :func:`max_tokens_quantile` when
     ``q`` is given) per batch size, solved together.
 
@@ -914,7 +914,7 @@ def recommend_token_budget(fit, itl_slo_ms: float, q: float = 0.95, *,
 
 
 # ---------------------------------------------------------------------------
-# SLA-aware batch filter (seed 003, 10.4)
+# SLA-aware batch filter (docs/model.md, Decision quantities)
 # ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -1001,7 +1001,7 @@ def schedule_batch_with_sla(fit, requests, sla_ms: float, *, q: float | None = N
                             method: str = "delta", boot_samples=None) -> ScheduleDecision:
     """Keep a batch if its predicted step time meets the SLA, else shrink it.
 
-    Problem: seed 003, 10.4 (``schedule_batch_with_sla``): a scheduler has
+    Problem: a scheduler has
     a candidate batch; keep it when the predicted ``T <= SLA``, otherwise
     shrink tokens or requests.  Rule, in order:
 

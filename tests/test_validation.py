@@ -61,7 +61,7 @@ def test_expanding_windows_grow_and_precede_tests(n, k, ts, mt, gap):
 
 
 def test_seed_algorithm_every_cut_point():
-    # seed 003, 11.1: t = min_train .. n - test_size, step 1
+    # docs/model.md, Evaluation: t = min_train .. n - test_size, step 1
     sp = va.time_series_splits(30, n_splits=21, test_size=5, min_train=5)
     assert [tr.size for tr, _ in sp] == list(range(5, 26))
 

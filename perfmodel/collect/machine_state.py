@@ -1,7 +1,7 @@
 """Per-step machine state, host description, and the contended-step rule.
 
 Problem: on a shared host other processes can inflate a step's time several
-fold (DATA.md section 3). The collector therefore records, for each step, the
+fold (data/README.md, Contended steps). The collector therefore records, for each step, the
 process CPU time spent during the step (``cpu_ms``, all threads), the number of
 involuntary context switches (``involuntary_switches``, a delta) and the
 1-minute load average (``loadavg``), and :func:`flag_contended` marks steps

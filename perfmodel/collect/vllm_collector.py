@@ -88,7 +88,7 @@ ENGINE_DEFAULTS: dict[str, Any] = {
     "skip_tokenizer_init": True,
     "enable_chunked_prefill": True,
     "enable_prefix_caching": False,   # replicate and calibration runs must not hit a cache
-    "dtype": "float32",               # bfloat16 is ~6x slower on this CPU (DATA.md)
+    "dtype": "float32",               # bfloat16 is ~6x slower on this CPU (data/README.md)
     "async_scheduling": False,        # one schedule -> one model run -> one row
     "disable_log_stats": True,
 }

@@ -29,10 +29,12 @@ Workloads (see each class for its parameters):
     chunk is S).
 ``fixed_tokens``
     steps pinned at S = cap by a permanent prompt backlog, with B and the chunk
-    mix varied through per-phase output lengths (the slice seed 000 analyses).
+    mix varied through per-phase output lengths (the slice of docs/model.md,
+    Secondary factors).
 ``closed_loop``
-    N requests, C in flight, fixed prompt and output lengths (seed 004:
-    40 requests, concurrency 8, 32 prompt tokens, 50 output tokens).
+    N requests, C in flight, fixed prompt and output lengths (docs/model.md,
+    Closed-loop benchmark: 40 requests, concurrency 8, 32 prompt tokens, 50
+    output tokens).
 """
 from __future__ import annotations
 
@@ -448,9 +450,9 @@ class FixedTokens(Workload):
 class ClosedLoop(Workload):
     """``num_requests`` requests, at most ``concurrency`` in flight, fixed lengths.
 
-    The seed-004 set-up by default: 40 requests, 8 in flight, 32 prompt tokens,
-    50 output tokens. A new request is added as soon as one finishes (before
-    the next step). ``steps`` is only a safety cap.
+    The reference closed loop by default (docs/model.md, Closed-loop benchmark):
+    40 requests, 8 in flight, 32 prompt tokens, 50 output tokens. A new
+    request is added as soon as one finishes (before the next step). ``steps`` is only a safety cap.
     """
 
     name = "closed_loop"

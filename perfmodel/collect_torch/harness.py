@@ -938,9 +938,10 @@ def noise_floor(df, *, window: int = 201, drift_by: str | None = "phase",
     per phase and per bin of the config's mean duration (``duration_bins``,
     ms). ``drift_removed``: the same after dividing each duration by
     exp(rolling median, over ``window`` steps in time order, of
-    log(duration / config geometric mean)) -- the slow run-level drift that
-    DATA.md asks to report separately. With ``drift_by='phase'`` (default,
-    when the column exists) the drift is estimated within each phase, since a
+    log(duration / config geometric mean)) -- the slow run-level drift of a
+    shared host, reported separately (data/README.md, Noise floor and
+    drift). With ``drift_by='phase'`` (default, when the column exists) the
+    drift is estimated within each phase, since a
     host slowdown moves launch-bound decode steps more than GPU-bound prefill
     steps; ``None`` pools all steps. Also: the median ratio of each
     replicate to the per-config geometric mean, and the drift's range.
