@@ -53,6 +53,7 @@ __all__ = [
     "find_root",
     "format_bound",
     "format_number",
+    "format_to_uncertainty",
     "latex_escape",
     "macro_name",
     "notebook_deps",
@@ -219,6 +220,32 @@ def format_bound(value: Any, limit: float, digits: int = 2, *, latex: bool = Tru
     if latex:
         return format_number(x, digits)
     return f"{float(f'{x:.{digits - 1}e}'):g}"
+
+
+def format_to_uncertainty(value: Any, uncertainty: float, *, max_digits: int = 3) -> str:
+    """``value`` rounded to the decimal place of the leading digit of ``uncertainty``.
+
+    The printed digits then stop where the uncertainty starts (a bootstrap
+    endpoint whose Monte Carlo range is 130 is printed to the hundred: 200),
+    and never exceed ``max_digits`` significant digits.  A zero or non-finite
+    ``uncertainty`` falls back to ``max_digits`` significant digits.
+
+    >>> format_to_uncertainty(213.0, 130.0)
+    '200'
+    >>> format_to_uncertainty(0.2081, 0.062)
+    '0.21'
+    """
+    x = float(value)
+    u = abs(float(uncertainty))
+    if not math.isfinite(x) or x == 0:
+        return format_number(x, max_digits)
+    if not math.isfinite(u) or u == 0:
+        return format_number(x, max_digits)
+    place = math.floor(math.log10(u))                   # 10**place: the uncertain digit
+    sig = max(1, min(max_digits, math.floor(math.log10(abs(x))) - place + 1))
+    if math.floor(math.log10(abs(x))) < place:          # |value| below the uncertainty
+        return "0" if abs(x) < 0.5 * 10.0**place else format_number(math.copysign(10.0**place, x), 1)
+    return format_number(float(f"{x:.{sig - 1}e}"), sig)
 
 
 def _macro_lines(values: Mapping[str, str]) -> str:
