@@ -25,12 +25,12 @@ can be off.  This module gives
 
 The fit's scale
 ---------------
-Everything works on the scale the fit was made on (``fit.options['relative']``):
-``'log'`` -- residual ``e = log y - log mu``, rebuilt as ``y = mu exp(e)``;
-``'absolute'`` -- ``e = y - mu``, ``y = mu + e``; ``'weight'`` (relative
-residuals, weights ``1/y^2``) -- ``e = (y - mu)/y``, ``y = mu/(1 - e)``.
-``mu`` is the fitted step time in ms.  The Jacobian on that scale is
-``J/mu`` (log), ``J`` (absolute) or ``J/y`` (weight).
+Everything works on the scale the fit was made on (``fit.options['relative']``),
+through :mod:`perfmodel.scale`: ``'log'`` -- residual ``e = log y - log mu``,
+rebuilt as ``y = mu exp(e)``; ``'absolute'`` -- ``e = y - mu``, ``y = mu + e``;
+``'weight'`` (relative residuals, weights ``1/y^2``) -- ``e = (y - mu)/y``,
+``y = mu/(1 - e)``.  ``mu`` is the fitted step time in ms.  The Jacobian on
+that scale is ``J/mu`` (log), ``J`` (absolute) or ``J/y`` (weight).
 
 Verification
 ------------
@@ -67,6 +67,7 @@ from scipy import optimize, special, stats
 
 from . import fit as _fitmod
 from .errors import FitError, InputError
+from .scale import TINY, get_scale, scale_of
 
 __all__ = [
     "BLOCKS",
@@ -95,7 +96,6 @@ SE_TYPES = {"pairs": "HC3", "residual": "classical", "wild": "HC3", "block": "HA
 BLOCKS = ("stationary", "circular")
 WILD_WEIGHTS = ("rademacher", "mammen")
 COV_TYPES = ("classical", "HC0", "HC3", "HAC")
-_RELATIVE = ("log", "absolute", "weight")
 
 
 # ---------------------------------------------------------------------------
@@ -113,9 +113,10 @@ def _check_fit(fit, where: str) -> None:
     if missing:
         raise InputError(f"{where}: fit must be a perfmodel FitResult (missing {missing}), "
                          f"got {type(fit).__name__}")
-    rel = fit.options.get("relative", "log")
-    if rel not in _RELATIVE:
-        raise InputError(f"{where}: fit.options['relative'] is {rel!r}, not one of {list(_RELATIVE)}")
+    try:
+        scale_of(fit)
+    except InputError as exc:
+        raise InputError(f"{where}: fit.options['relative']: {exc}") from None
 
 
 def _alpha_problem(alpha) -> list[str]:
@@ -189,33 +190,6 @@ def _fit_data(fit, data, y, where: str):
     if n <= fit.model.n_params:
         raise InputError(f"{where}: {n} steps for {fit.model.n_params} parameters")
     return feats, yy
-
-
-def _resid(relative, y, mu):
-    """Residual on the fit's scale (see module docstring)."""
-    if relative == "log":
-        return np.log(y) - np.log(mu)
-    if relative == "absolute":
-        return y - mu
-    return (y - mu) / y
-
-
-def _rebuild(relative, mu, e):
-    """Inverse of :func:`_resid`: the step time with residual ``e`` about ``mu``."""
-    if relative == "log":
-        return mu * np.exp(e)
-    if relative == "absolute":
-        return mu + e
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return mu / (1.0 - e)
-
-
-def _jac_fit_scale(relative, J, y, mu):
-    if relative == "log":
-        return J / mu[:, None]
-    if relative == "absolute":
-        return J
-    return J / y[:, None]
 
 
 def _free_mask(fit) -> np.ndarray:
@@ -352,10 +326,10 @@ def covariance_intervals(fit, alpha: float = 0.05, *, cov_type: str = "classical
 
 def _robust_cov(fit, feats, yy, cov_type, maxlags=None) -> np.ndarray:
     model = fit.model
-    rel = fit.options.get("relative", "log")
+    scale = scale_of(fit)
     mu = model.predict(fit.values, feats)
-    J = _jac_fit_scale(rel, model.jacobian(fit.values, feats), yy, mu)
-    e = _resid(rel, yy, mu)
+    J = scale.jacobian(model.jacobian(fit.values, feats), mu, yy)
+    e = scale.residual(yy, mu)
     free = _free_mask(fit)
     p = len(fit.param_names)
     cov = np.full((p, p), np.nan)
@@ -371,26 +345,16 @@ def _robust_cov(fit, feats, yy, cov_type, maxlags=None) -> np.ndarray:
 def _objective(fit, feats, yy):
     """The fit's objective rebuilt: scaled features, link, weights, scaled bounds."""
     m = fit.model
-    rel = fit.options.get("relative", "log")
+    fscale = scale_of(fit)
     scale = fit.options.get("scale", True)
     med = {k: (float(np.median(v[v > 0])) if np.any(v > 0) else 1.0) if scale else 1.0
            for k, v in feats.items()}
     fs = {k: v / med[k] for k, v in feats.items()}
     pscale = np.array([np.prod([med[k] ** pw for k, pw in prm.scales_with.items()]) or 1.0
                        for prm in m.params])
-    if rel == "log":
-        target = np.log(yy)
-
-        def func(ts, f):
-            return np.log(np.maximum(m._predict(ts, f), 1e-300))
-
-        def jac(ts, f):
-            return m._jacobian(ts, f) / np.maximum(m._predict(ts, f), 1e-300)[:, None]
-        w = None
-    else:
-        target = yy
-        func, jac = m._predict, m._jacobian
-        w = 1.0 / yy**2 if rel == "weight" else None
+    target = fscale.target(yy)
+    func, jac = fscale.regression(m._predict, m._jacobian)
+    w = fscale.weights(yy)
     return func, jac, fs, target, w, pscale, m.lower * pscale, m.upper * pscale
 
 
@@ -977,7 +941,7 @@ def _draw(job: _Job, rng):
             s5 = math.sqrt(5.0)
             v = np.where(rng.random(n) < (s5 + 1) / (2 * s5), -(s5 - 1) / 2, (s5 + 1) / 2)
         e = job.resid * v
-    return job.feats, _rebuild(job.relative, job.mu, e), job.weights
+    return job.feats, get_scale(job.relative).inverse(job.mu, e), job.weights
 
 
 def _refit(job: _Job, feats, y, w):
@@ -1008,9 +972,10 @@ def _se(se_type, model, theta, feats, y, relative, fixed_names, classical=None):
     free = np.array([n not in fixed_names for n in model.param_names])
     se = np.full(free.size, np.nan)
     if free.any():
+        scale = get_scale(relative)
         mu = model.predict(theta, feats)
-        J = _jac_fit_scale(relative, model.jacobian(theta, feats), y, mu)
-        cov = sandwich_cov(J[:, free], _resid(relative, y, mu), se_type)
+        J = scale.jacobian(model.jacobian(theta, feats), mu, y)
+        cov = sandwich_cov(J[:, free], scale.residual(y, mu), se_type)
         d = np.diag(cov)
         se[free] = np.where(d > 0, np.sqrt(np.abs(d)), np.nan)
     return se
@@ -1210,12 +1175,12 @@ def bootstrap(fit, data=None, n_boot: int = 1000, *, y=None, scheme: str = "pair
     loss = fit.options.get("loss", "linear")
     theta = np.asarray(fit.values, float)
     mu = model.predict(theta, feats)
-    e = _resid(rel, yy, mu)
+    e = scale_of(fit).residual(yy, mu)
     notes: list[str] = []
     resid = e
     if scheme in ("residual", "wild"):
         free = _free_mask(fit)
-        Jf = _jac_fit_scale(rel, model.jacobian(theta, feats), yy, mu)[:, free]
+        Jf = scale_of(fit).jacobian(model.jacobian(theta, feats), mu, yy)[:, free]
         h = _leverage(Jf) if free.any() else np.zeros(n)
         resid = e / np.sqrt(1.0 - h)
         if scheme == "residual":
@@ -1375,14 +1340,15 @@ def _band(fit, feats, alpha, method, boot, predictive, seed, where):
     if predictive:
         rng = np.random.default_rng(seed)
         if getattr(fit, "y", None) is not None and getattr(fit, "fitted", None) is not None:
-            pool = _resid(rel, np.asarray(fit.y, float), np.asarray(fit.fitted, float))
+            pool = scale_of(fit).residual(np.asarray(fit.y, float), np.asarray(fit.fitted, float))
             pool = (pool - pool.mean()) * math.sqrt(pool.size / max(fit.dof, 1))
             eps = pool[rng.integers(0, pool.size, P.shape)]
             src = "the fit's residuals (centred, scaled by sqrt(n/dof))"
         else:
             eps = rng.standard_normal(P.shape) * math.sqrt(s2)
             src = "normal errors with the fit's residual variance"
-        Y = _rebuild(rel, P, eps)
+        fscale = scale_of(fit)
+        Y = fscale.inverse(np.maximum(P, TINY) if fscale.positive else P, eps)
         lo, hi = np.quantile(Y, [a2 / 2, 1 - a2 / 2], axis=0)
         out.attrs.update(noise_source=src)
     else:
