@@ -30,7 +30,9 @@ through :mod:`perfmodel.scale`: ``'log'`` -- residual ``e = log y - log mu``,
 rebuilt as ``y = mu exp(e)``; ``'absolute'`` -- ``e = y - mu``, ``y = mu + e``;
 ``'weight'`` (relative residuals, weights ``1/y^2``) -- ``e = (y - mu)/y``,
 ``y = mu/(1 - e)``.  ``mu`` is the fitted step time in ms.  The Jacobian on
-that scale is ``J/mu`` (log), ``J`` (absolute) or ``J/y`` (weight).
+that scale is ``J/mu`` (log), ``J`` (absolute) or ``J/y`` (weight).  The
+bands come from :class:`perfmodel.predictive.PredictiveDistribution`, the
+distribution behind the quantiles of :mod:`perfmodel.sla` too.
 
 Verification
 ------------
@@ -67,7 +69,8 @@ from scipy import optimize, special, stats
 
 from . import fit as _fitmod
 from .errors import FitError, InputError
-from .scale import TINY, get_scale, scale_of
+from .predictive import PredictiveDistribution
+from .scale import get_scale, scale_of
 
 __all__ = [
     "BLOCKS",
@@ -1296,7 +1299,7 @@ def _grid(model, feats):
     return model.check_features(feats)
 
 
-def _band(fit, feats, alpha, method, boot, predictive, seed, where):
+def _band(fit, feats, alpha, method, boot, predictive, seed, where, n_draws=4000):
     _check_fit(fit, where)
     problems = _alpha_problem(alpha) + _choice_problem("method", method, ("delta", "bootstrap"))
     if method == "bootstrap" and not isinstance(boot, BootstrapResult):
@@ -1304,71 +1307,38 @@ def _band(fit, feats, alpha, method, boot, predictive, seed, where):
     if method == "bootstrap" and isinstance(boot, BootstrapResult) and boot.n_ok < 2:
         problems.append("boot has no samples (a BootstrapResult read from a dict without samples?)")
     _raise(problems, where)
-    model = fit.model
-    f = _grid(model, feats)
-    rel = fit.options.get("relative", "log")
-    theta = np.asarray(fit.values, float)
-    mu = model.predict(theta, f)
-    q = stats.t.ppf(1 - alpha / 2, max(fit.dof, 1))
-    s2 = fit.rss / max(fit.dof, 1)
+    f = _grid(fit.model, feats)
+    dist = PredictiveDistribution(fit, boot if method == "bootstrap" else None, n_draws=n_draws,
+                                  seed=seed)
+    b = dist.band(f, 1.0 - alpha)
     out = pd.DataFrame({k: v for k, v in f.items()})
-    out["fit"] = mu
+    out["fit"] = b.fit
+    out["lower"], out["upper"] = (b.lower, b.upper) if predictive else (b.mean_lower, b.mean_upper)
+    out.attrs.update(method=method, scale=dist.scale.name, unidentified=dist.unidentified)
     if method == "delta":
-        cov = np.array(fit.cov, float)
-        fixed = ~_free_mask(fit)
-        for i in np.nonzero(fixed)[0]:
-            if fit.param_names[i] in fit.at_bound:  # held at its bound: no variance
-                cov[i, :] = 0.0
-                cov[:, i] = 0.0
-        J = model.jacobian(theta, f)
-        var = np.einsum("ij,jk,ik->i", J, cov, J)
-        if rel == "log":
-            var_g = var / mu**2
-            add = s2 if predictive else 0.0
-            half = q * np.sqrt(var_g + add)
-            lo, hi = mu * np.exp(-half), mu * np.exp(half)
-        else:
-            add = (s2 * (mu**2 if rel == "weight" else 1.0)) if predictive else 0.0
-            half = q * np.sqrt(var + add)
-            lo, hi = mu - half, mu + half
-        out["lower"], out["upper"] = lo, hi
-        out.attrs.update(method="delta", quantile=float(q), scale=rel)
-        return out
-    # bootstrap
-    P = np.vstack([model.predict(t, f) for t in boot.samples])  # (n_ok, m)
-    a2 = alpha
-    if predictive:
-        rng = np.random.default_rng(seed)
-        if getattr(fit, "y", None) is not None and getattr(fit, "fitted", None) is not None:
-            pool = scale_of(fit).residual(np.asarray(fit.y, float), np.asarray(fit.fitted, float))
-            pool = (pool - pool.mean()) * math.sqrt(pool.size / max(fit.dof, 1))
-            eps = pool[rng.integers(0, pool.size, P.shape)]
-            src = "the fit's residuals (centred, scaled by sqrt(n/dof))"
-        else:
-            eps = rng.standard_normal(P.shape) * math.sqrt(s2)
-            src = "normal errors with the fit's residual variance"
-        fscale = scale_of(fit)
-        Y = fscale.inverse(np.maximum(P, TINY) if fscale.positive else P, eps)
-        lo, hi = np.quantile(Y, [a2 / 2, 1 - a2 / 2], axis=0)
-        out.attrs.update(noise_source=src)
+        out.attrs.update(quantile=float(stats.t.ppf(1 - alpha / 2, dist.dof)))
     else:
-        lo, hi = np.quantile(P, [a2 / 2, 1 - a2 / 2], axis=0)
-    out["lower"], out["upper"] = lo, hi
-    out.attrs.update(method="bootstrap", n_samples=int(P.shape[0]), scale=rel)
+        out.attrs.update(n_samples=dist.n_samples)
+        if predictive:
+            out.attrs.update(noise_source=dist.noise_source)
+    if dist.note:
+        out.attrs.update(note=dist.note)
     return out
 
 
 def confidence_band(fit, feats, alpha: float = 0.05, method: str = "delta", boot=None):
     """Pointwise confidence band for the mean step time ``T(B, S)`` at new points.
 
-    Problem: how well is the *curve* known at each (B, S)?  ``'delta'``:
-    ``Var g(mu) = grad^T Cov grad`` with the model's analytic Jacobian and
-    ``fit.cov`` on the fit's scale ``g`` (log: ``g = log mu``), band
-    ``g^-1(g(mu) +/- t_{1-alpha/2, dof} sd)`` -- for a log fit
-    ``mu exp(+/- t sd)``; parameters held at a bound contribute no variance;
-    an unidentified parameter makes the band NaN.  ``'bootstrap'``: the
-    ``alpha/2, 1-alpha/2`` quantiles of the predictions of the bootstrap
-    samples ``boot``.
+    Problem: how well is the *curve* known at each (B, S)?  ``'delta'``: the
+    fitted value's variance on the fit scale ``v = g' C g`` (``g`` the
+    model's analytic Jacobian on that scale, :mod:`perfmodel.scale`;
+    ``C = fit.cov``), band ``inverse(mu, +/- t_{1-alpha/2, dof} sqrt(v))`` --
+    ``mu exp(+/- t sd)`` for a log fit, ``mu +/- t sd`` for an absolute one,
+    ``mu / (1 -+ t sd)`` for a weight one.  ``'bootstrap'``: the ``alpha/2,
+    1-alpha/2`` quantiles of the predictions of the bootstrap samples ``boot``.
+    Parameters at a bound, and unidentified parameters, contribute no
+    variance (listed in ``attrs['unidentified']``; the rule of
+    :mod:`perfmodel.predictive`).
 
     Parameters
     ----------
@@ -1377,29 +1347,45 @@ def confidence_band(fit, feats, alpha: float = 0.05, method: str = "delta", boot
         those columns (or ``batch_size``/``total_tokens``)
     alpha : 1 - confidence level
     method : 'delta' or 'bootstrap'
-    boot : BootstrapResult (with samples), for ``method='bootstrap'``
+    boot : BootstrapResult (with at least 20 samples), for ``method='bootstrap'``
 
     Returns
     -------
     DataFrame with the features, ``fit`` (ms), ``lower``, ``upper`` (ms).
+
+    Notes
+    -----
+    The same numbers as ``PredictiveDistribution(fit, boot).band(feats, 1 - alpha)``'s
+    ``mean_lower``/``mean_upper`` (``tests/test_predictive.py``).
     """
     return _band(fit, feats, alpha, method, boot, False, 0, "confidence_band")
 
 
 def prediction_band(fit, feats, alpha: float = 0.05, method: str = "delta", boot=None,
-                    seed: int = 0):
+                    seed: int = 0, n_draws: int = 4000):
     """Pointwise prediction band for the time of a new step at (B, S).
 
     Problem: the confidence band covers the mean curve; a single new step
     also carries the residual noise.  ``'delta'``: the confidence-band
     variance plus the residual variance ``s^2 = RSS/dof`` on the fit's
-    scale: for a log fit ``exp(log mu +/- t sqrt(var_mean + s^2))``; for an
-    absolute fit ``mu +/- t sqrt(var_mean + s^2)``; for a relative
-    (``'weight'``) fit ``mu +/- t sqrt(var_mean + s^2 mu^2)``.
-    ``'bootstrap'``: each bootstrap prediction plus a residual drawn from the
-    fit's centred residuals (normal errors of variance ``s^2`` when the fit
-    carries no data), quantiles of the result (seeded by ``seed``).
+    scale, ``inverse(mu, +/- t sqrt(v + s^2))``: for a log fit
+    ``mu exp(+/- t sqrt(v + s^2))``; for an absolute fit
+    ``mu +/- t sqrt(v + s^2)``; for a relative (``'weight'``) fit
+    ``mu / (1 -+ t sqrt(v + s^2))``.  ``'bootstrap'``: ``max(n_draws, n_boot)``
+    bootstrap predictions paired at random with the fit's centred residuals
+    scaled by ``sqrt(n/dof)`` (normal errors of variance ``s^2`` when the fit
+    carries no data), quantiles of the result (seeded by ``seed``).  The
+    band's ends are the ``alpha/2`` and ``1 - alpha/2`` quantiles of
+    :class:`perfmodel.predictive.PredictiveDistribution`, the ones
+    :mod:`perfmodel.sla` searches with.
 
-    Parameters and return value as :func:`confidence_band`.
+    Parameters and return value as :func:`confidence_band`; ``n_draws``:
+    size of the bootstrap predictive sample.
+
+    Notes
+    -----
+    Verified: the upper limit at ``alpha = 0.10`` equals the 0.95-quantile of
+    :func:`perfmodel.sla.max_tokens_quantile` at the same point to 1e-10
+    (``tests/test_predictive.py``).
     """
-    return _band(fit, feats, alpha, method, boot, True, seed, "prediction_band")
+    return _band(fit, feats, alpha, method, boot, True, seed, "prediction_band", n_draws)
