@@ -12,9 +12,12 @@ likelihood-ratio test say whether the added terms earn their parameters;
 AIC/BIC rank non-nested ones.  A trend of the residuals against context
 length or chunk-size spread points at the term that is missing.
 
-All statistics are computed on the scale the model was fitted on: for a
-fit with ``relative='log'`` (the default) the residuals are
-``log T - log T_hat`` and the "responses" are ``log T``.
+All statistics are computed on the scale the model was fitted on
+(:mod:`perfmodel.scale`): for a fit with ``relative='log'`` (the default)
+the residuals are ``log T - log T_hat`` and the "responses" are ``log T``;
+for ``'weight'`` the residuals are ``(T - T_hat)/T``, i.e. responses ``T``
+with weights ``1/T^2`` (a weighted lack-of-fit test); for ``'absolute'``,
+``T - T_hat`` in ms.
 
 Each test returns a small named tuple and states its null hypothesis.
 Verified against statsmodels (``anova_lm`` on nested OLS models,
@@ -34,6 +37,7 @@ import pandas as pd
 from scipy import stats
 
 from .errors import InputError
+from .scale import scale_of
 
 __all__ = [
     "LackOfFitResult",
@@ -146,21 +150,24 @@ def _int(v, name, lo):
 
 
 # ---------------------------------------------------------------------------
-def lack_of_fit(y, yhat, groups, n_params: int) -> LackOfFitResult:
-    """Pure-error lack-of-fit F test.
+def lack_of_fit(y, yhat, groups, n_params: int, weights=None) -> LackOfFitResult:
+    """Pure-error lack-of-fit F test (weighted least squares with ``weights``).
 
-    ``SSE = sum (y - yhat)^2`` splits into the pure error
-    ``SS_PE = sum_g sum_i (y_gi - mean_g)^2`` (``n - c`` degrees of freedom,
-    ``c`` groups of identical inputs) and the lack of fit
-    ``SS_LOF = SSE - SS_PE`` (``c - p`` degrees of freedom);
-    ``F = (SS_LOF / (c - p)) / (SS_PE / (n - c))``.
+    ``SSE = sum w (y - yhat)^2`` splits into the pure error
+    ``SS_PE = sum_g sum_i w_gi (y_gi - mean_g)^2`` (``mean_g`` the weighted
+    group mean, the weighted least-squares fit of one mean per group;
+    ``n - c`` degrees of freedom, ``c`` groups of identical inputs) and the
+    lack of fit ``SS_LOF = SSE - SS_PE`` (``c - p`` degrees of freedom);
+    ``F = (SS_LOF / (c - p)) / (SS_PE / (n - c))``.  Without weights, ``w = 1``.
 
     Parameters
     ----------
     y, yhat : array_like (n,), responses and fitted values on the fitted
-        scale (``log T`` and ``log T_hat`` for a log fit)
+        scale (``log T`` and ``log T_hat`` for a log fit; ``T`` and ``T_hat``
+        with ``weights = 1/T^2`` for a weight fit)
     groups : array_like (n,), the replicate group (configuration) of each row
     n_params : number of fitted parameters ``p``
+    weights : array_like (n,) of positive weights, or None
 
     Returns
     -------
@@ -170,7 +177,8 @@ def lack_of_fit(y, yhat, groups, n_params: int) -> LackOfFitResult:
     -----
     Verified against statsmodels ``anova_lm(ols(y ~ x), ols(y ~ C(x)))``
     and against the SAS/STAT replicated example (F = 22.0689,
-    p = 0.0151209).  For a non-linear model the F distribution is the usual
+    p = 0.0151209); the weighted test against statsmodels
+    ``WLS(...).compare_f_test`` of the line inside one mean per group.  For a non-linear model the F distribution is the usual
     large-sample approximation.
     """
     y = _vec(y, "y")
@@ -181,6 +189,7 @@ def lack_of_fit(y, yhat, groups, n_params: int) -> LackOfFitResult:
     if pd.isna(g).any():
         raise InputError(f"groups has {int(pd.isna(g).sum())} missing labels")
     p = _int(n_params, "n_params", 1)
+    w = 1.0 if weights is None else _vec(weights, "weights", y.size, positive=True)
     codes, uniq = pd.factorize(pd.Series(g).astype(str))
     c = uniq.size
     n = y.size
@@ -188,11 +197,12 @@ def lack_of_fit(y, yhat, groups, n_params: int) -> LackOfFitResult:
         raise InputError(f"lack_of_fit needs replicates: {n} rows in {c} groups (no pure error)")
     if not c > p:
         raise InputError(f"lack_of_fit needs more groups ({c}) than parameters ({p})")
-    sums = np.bincount(codes, weights=y, minlength=c)
-    cnt = np.bincount(codes, minlength=c)
+    sums = np.bincount(codes, weights=w * y, minlength=c)
+    cnt = np.bincount(codes, minlength=c) if weights is None else \
+        np.bincount(codes, weights=w, minlength=c)
     mean = sums / cnt
-    ss_pe = float(np.sum((y - mean[codes]) ** 2))
-    sse = float(np.sum((y - yhat) ** 2))
+    ss_pe = float(np.sum(w * (y - mean[codes]) ** 2))
+    sse = float(np.sum(w * (y - yhat) ** 2))
     ss_lof = max(sse - ss_pe, 0.0)
     df_lof, df_pe = c - p, n - c
     if ss_pe <= 0:
@@ -204,36 +214,46 @@ def lack_of_fit(y, yhat, groups, n_params: int) -> LackOfFitResult:
     return LackOfFitResult(float(F), pv, df_lof, df_pe, ss_lof, ss_pe, sse, n, c)
 
 
-def fit_scale_residuals(fit, df) -> tuple[np.ndarray, np.ndarray]:
-    """(responses, fitted values) of a FitResult on ``df`` on its scale.
-
-    ms for ``relative='absolute'``; log for ``'log'`` and, as the first-order
-    equivalent of relative residuals, for ``'weight'``.
-    """
+def _measured_and_fitted(fit, df) -> tuple[np.ndarray, np.ndarray]:
+    """(measured, predicted) step times in ms of a FitResult on a trace."""
     from .trace import validate_trace
 
+    if not hasattr(fit, "predict") or not hasattr(fit, "options"):
+        raise InputError(f"fit must be a FitResult, got {type(fit).__name__}")
     d = validate_trace(df)
-    y = d["duration_ms"].to_numpy(float)
-    yhat = np.asarray(fit.predict(d), float)
-    if fit.options.get("relative", "log") == "absolute":
-        return y, yhat
-    if np.any(yhat <= 0):
-        raise InputError("the fit predicts non-positive times: no log residuals")
-    return np.log(y), np.log(yhat)
+    return d["duration_ms"].to_numpy(float), np.asarray(fit.predict(d), float)
+
+
+def fit_scale_residuals(fit, df) -> tuple[np.ndarray, np.ndarray]:
+    """(responses, fitted values) of a FitResult on ``df`` on the scale it regressed.
+
+    ``log T``, ``log T_hat`` for ``relative='log'``; ``T``, ``T_hat`` (ms) for
+    ``'absolute'`` and for ``'weight'``, whose residual is ``(T - T_hat)/T``:
+    these responses with the weights ``1/T^2`` (:func:`fit_lack_of_fit`
+    applies them; :meth:`perfmodel.scale.FitScale.residual` gives the
+    residuals).
+    """
+    scale = scale_of(fit)
+    y, yhat = _measured_and_fitted(fit, df)
+    return scale.target(y), scale.link(yhat)
 
 
 def fit_lack_of_fit(fit, df, groups=None) -> LackOfFitResult:
     """:func:`lack_of_fit` of a FitResult on the trace it was fitted to.
 
     ``groups`` defaults to ``df['config']`` (rows sharing a configuration
-    are replicates); the test uses the fit's scale (log for ``relative='log'``).
+    are replicates); the test uses the fit's scale and weights (log for
+    ``relative='log'``; ``T`` with weights ``1/T^2`` for ``'weight'``, so
+    that SSE is the fit's RSS).
     """
     if groups is None:
         if "config" not in df.columns:
             raise InputError("fit_lack_of_fit: df has no 'config' column; pass groups")
         groups = df["config"].astype(str).to_numpy()
-    y, yhat = fit_scale_residuals(fit, df)
-    return lack_of_fit(y, yhat, groups, fit.n_params)
+    scale = scale_of(fit)
+    y, yhat = _measured_and_fitted(fit, df)
+    return lack_of_fit(scale.target(y), scale.link(yhat), groups, fit.n_params,
+                       weights=scale.weights(y))
 
 
 # ---------------------------------------------------------------------------
@@ -371,7 +391,8 @@ TREND_VARIABLES = ("ctx_sum", "ctx_max", "chunk_sd", "attn_prefill", "decode_ctx
 def residual_trends(fit, df, variables=TREND_VARIABLES) -> pd.DataFrame:
     """Residual trends of a FitResult against context length, chunk spread, B and S.
 
-    Residuals on the fit's scale (``log T - log T_hat`` for a log fit);
+    Residuals on the fit's scale (:meth:`perfmodel.scale.FitScale.residual`:
+    ``log T - log T_hat`` for a log fit, ``(T - T_hat)/T`` for a weight fit);
     each variable from :func:`perfmodel.trace.step_features` that the trace
     has and that is not constant.  Returns a DataFrame of
     :class:`TrendCheck` rows (``variable``, ``slope``, ``stderr``, ``t``,
@@ -381,8 +402,7 @@ def residual_trends(fit, df, variables=TREND_VARIABLES) -> pd.DataFrame:
 
     d = validate_trace(df)
     feats = step_features(d)
-    y, yhat = fit_scale_residuals(fit, d)
-    e = y - yhat
+    e = scale_of(fit).residual(*_measured_and_fitted(fit, d))
     rows = []
     for v in variables:
         if v in feats and np.ptp(feats[v]) > 0:

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from perfmodel.errors import InputError
+from perfmodel.scale import WEIGHT
 
 __all__ = [
     "BASELINES",
@@ -261,7 +262,8 @@ class Baseline:
             raise InputError(f"`relative` must be True or False, got {self.relative!r}")
 
     def _weights(self, T: np.ndarray) -> np.ndarray | None:
-        return 1.0 / T**2 if self.relative else None
+        # relative error is the fit's 'weight' scale (perfmodel.scale): weights 1/T^2
+        return WEIGHT.weights(T) if self.relative else None
 
     @property
     def params_(self) -> dict[str, float]:

@@ -61,6 +61,7 @@ from .errors import FitError, InputError
 from .fit import fit_curve
 from .model import Model, get_model
 from .models_ctx import RECOMMENDED
+from .scale import LOG
 
 __all__ = [
     "REQUEST_COLUMNS",
@@ -470,27 +471,21 @@ def calibrate_from_requests(df_rows, model=RECOMMENDED, seed: int = 0, n_starts:
                                 if k in med]) or 1.0 for prm in m.params])
     lo_s, hi_s = (m.lower * pscale)[free], (m.upper * pscale)[free]
     hold_s = hold * pscale
-    logy = np.log(y)
-    cache: dict = {}
+    logy = LOG.target(y)
 
     def _full(ts):
         th = hold_s.copy()
         th[free] = ts
         return th
 
-    def _sum(ts):
-        key = ts.tobytes()
-        if cache.get("key") != key:
-            cache["key"] = key
-            cache["val"] = np.maximum(np.add.reduceat(m._predict(_full(ts), fs), starts), 1e-300)
-        return cache["val"]
+    def _sum(ts, _x):
+        return np.add.reduceat(m._predict(_full(ts), fs), starts)
 
-    def func(ts, _x):
-        return np.log(_sum(ts))
+    def _sum_jac(ts, _x):
+        return np.add.reduceat(m._jacobian(_full(ts), fs), starts, axis=0)[:, free]
 
-    def jac(ts, _x):
-        J = np.add.reduceat(m._jacobian(_full(ts), fs), starts, axis=0)[:, free]
-        return J / _sum(ts)[:, None]
+    # the request latency is fitted on the log scale (perfmodel.scale.LOG)
+    func, jac = LOG.regression(_sum, _sum_jac)
 
     best, n_ok = None, 0
     starts_phys = _starts(m, f, starts, y, free, hold, int(n_starts), int(seed))

@@ -23,7 +23,6 @@ from .errors import PerfmodelError
 #: the default model and loss; chosen from held-out measurements (README, "Defaults")
 DEFAULT_MODEL = "auto"
 DEFAULT_LOSS = "linear"
-DEFAULT_RELATIVE = "log"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -179,32 +178,31 @@ def cmd_predict(args):
 
 
 def cmd_diagnose(args):
+    """Residual tests of a fit on a trace, on the fit's own scale (:mod:`perfmodel.scale`)."""
     from .diagnostics import residual_table
+    from .scale import scale_of
     from .trace import read_trace, step_features, time_order
 
     res = _load_fit(args.fit)
     df = read_trace(args.trace)
     f = step_features(df)
-    y = df["duration_ms"].to_numpy(float)
-    yhat = res.predict(df)
-    if res.options.get("relative") == "log":
-        resid = np.log(y) - np.log(yhat)
-        scale = "log"
-    else:
-        resid = y - yhat
-        scale = "ms"
+    scale = scale_of(res)
+    resid = scale.residual(df["duration_ms"].to_numpy(float), res.predict(df))
     order = time_order(df)
     idx = np.argsort(order, kind="stable")
     table = residual_table(resid[idx], f["B"][idx], f["S"][idx], order=np.arange(len(idx)))
-    text = f"residual tests ({scale} residuals, n = {len(resid)}, time-ordered)\n" + table.to_string(index=False)
-    _emit(args, text, {"residual_scale": scale, "n": len(resid),
-                       "tests": json.loads(table.to_json(orient="records"))})
+    text = (f"residual tests on the fit's scale, {scale.name} ({scale.residual_text}), "
+            f"n = {len(resid)}, time-ordered\n" + table.to_string(index=False))
+    _emit(args, text, {"residual_scale": scale.name, "residual": scale.residual_text,
+                       "n": len(resid), "tests": json.loads(table.to_json(orient="records"))})
     return 0
 
 
 # ---------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     from .model import MODELS
+    from .scale import DEFAULT as DEFAULT_SCALE
+    from .scale import SCALES
 
     p = _Parser(prog="perfmodel", description="Step-latency models for LLM serving engines.")
     p.add_argument("--version", action="version", version=f"perfmodel {__version__}")
@@ -229,8 +227,11 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--loss", default=DEFAULT_LOSS,
                    choices=["linear", "huber", "soft_l1", "cauchy", "tukey"])
     g = f.add_mutually_exclusive_group()
-    g.add_argument("--relative", default=DEFAULT_RELATIVE, choices=["log", "weight"],
-                   help="relative residuals: log T (default) or weights 1/T^2")
+    g.add_argument("--relative", default=DEFAULT_SCALE,
+                   choices=[n for n, s in SCALES.items() if s.relative],
+                   help="relative residuals: " + "; ".join(
+                       f"{n}: {s.residual_text}" for n, s in SCALES.items() if s.relative)
+                   + f" (default {DEFAULT_SCALE})")
     g.add_argument("--absolute", action="store_true", help="absolute residuals in ms")
     add_random_state_argument(f, "the multi-start and the bootstrap")
     f.add_argument("--starts", type=int, default=8, help="multi-start count")

@@ -54,6 +54,8 @@ import numpy as np
 import pandas as pd
 
 from .errors import FitError, InputError
+from .scale import DEFAULT as DEFAULT_SCALE
+from .scale import SCALES, get_scale
 
 __all__ = [
     "CV_SCHEMES",
@@ -165,7 +167,7 @@ class ModelCandidate:
     :func:`perfmodel.fit.fit_model` and keeps the result in ``result_``.
     """
 
-    def __init__(self, model: str, *, relative: str = "log", loss: str = "linear",
+    def __init__(self, model: str, *, relative: str = DEFAULT_SCALE, loss: str = "linear",
                  n_starts: int = 4, seed: int = 0):
         self.model = model
         self.relative = relative
@@ -214,18 +216,18 @@ def _make(name: str, kind: str, relative: str, loss: str, n_starts: int, seed: i
         return ModelCandidate(name, relative=relative, loss=loss, n_starts=n_starts, seed=seed)
     from .baselines import get_baseline
 
-    kw: dict[str, Any] = {"relative": relative != "absolute"}
+    kw: dict[str, Any] = {"relative": get_scale(relative).relative}
     if name == "random_forest":
         kw["random_state"] = seed
     return get_baseline(name, **kw)
 
 
 def _scale_resid(y, yhat, relative):
-    if relative == "absolute":
-        return y - yhat
-    if np.any(yhat <= 0):
+    """Residuals on the comparison's fit scale; None where the scale cannot take ``yhat``."""
+    scale = get_scale(relative)
+    if scale.positive and np.any(yhat <= 0):
         return None
-    return np.log(y) - np.log(yhat)
+    return scale.residual(y, yhat)
 
 
 def _score(y, pred, labels, prefix=""):
@@ -258,7 +260,7 @@ def _check_names(names, known, what) -> list[str]:
 
 def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
             baselines: Sequence[str] | str | None = None, cv: str = "grouped", k: int = 5,
-            seed: int = 0, *, relative: str = "log", loss: str = "linear", n_starts: int = 4,
+            seed: int = 0, *, relative: str = DEFAULT_SCALE, loss: str = "linear", n_starts: int = 4,
             quantile: float = 0.8, floor=None, in_sample: bool = True,
             progress=None) -> pd.DataFrame:
     """Fit every model and baseline on the same folds and score them held out.
@@ -290,8 +292,9 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
     'baseline'), ``status`` ('ok', 'skipped: ...' or 'failed: ...'),
     ``n_params``, held-out ``MAPE``, ``RMSE`` and each by regime
     (``MAPE_decode-only`` ...), ``n_test``, ``fold_mape_mean``,
-    ``fold_mape_sd``, in-sample ``mape_in`` / ``aic`` / ``bic`` (log
-    residuals for relative fits, ms for absolute; ``k`` = parameters the
+    ``fold_mape_sd``, in-sample ``mape_in`` / ``aic`` / ``bic`` (residuals
+    on the ``relative`` scale, :meth:`perfmodel.scale.FitScale.residual`:
+    ``log T - log T_hat``, ``(T - T_hat)/T`` or ms; ``k`` = parameters the
     data determine), ``noise_floor`` (oracle MAPE, percent), ``ratio_to_floor``,
     ``cv``, ``k``, ``relative``.  Sorted as given (models, then baselines).
     ``df.attrs['noise_floor']`` holds the floor as a dict.
@@ -308,8 +311,7 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
                              "baselines")
     if not models and not baselines:
         raise InputError("nothing to compare: models and baselines are both empty")
-    if relative not in ("log", "weight", "absolute"):
-        raise InputError(f"relative {relative!r} is not one of 'log', 'weight', 'absolute'")
+    get_scale(relative)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
         raise InputError(f"k must be an integer >= 2, got {k!r}")
     if isinstance(n_starts, bool) or not isinstance(n_starts, (int, np.integer)) or n_starts < 1:
@@ -448,7 +450,7 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_random_state_argument(parser, "the folds, the multi-starts and the random forest")
     parser.add_argument("--starts", type=int, default=4, help="multi-start count per fit")
-    parser.add_argument("--relative", default="log", choices=["log", "weight", "absolute"],
+    parser.add_argument("--relative", default=DEFAULT_SCALE, choices=list(SCALES),
                         help="residuals of the model fits (default log)")
     parser.add_argument("--quantile", type=float, default=0.8,
                         help="extrapolation split: quantile of S and B (default 0.8)")

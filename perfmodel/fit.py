@@ -31,11 +31,13 @@ from scipy import optimize
 
 from .errors import FitError, InputError
 from .model import Model, get_model
+from .scale import SCALES, get_scale
 
 __all__ = ["LOSSES", "RELATIVE", "CurveFit", "fit_curve", "fit_model"]
 
 LOSSES = ("linear", "huber", "soft_l1", "cauchy", "tukey")
-RELATIVE = ("log", "weight", "absolute")
+#: the residual scales (:mod:`perfmodel.scale`)
+RELATIVE = tuple(SCALES)
 
 #: scipy least_squares status codes (one table, as scipy's TERMINATION_MESSAGES)
 STATUS_MESSAGES = {
@@ -345,6 +347,8 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
     Problem: minimise ``0.5 sum rho(r_i^2)`` with ``r_i = log T_hat_i - log T_i``
     (``relative='log'``, default), ``(T_hat_i - T_i)/T_i`` (``'weight'``) or
     ``T_hat_i - T_i`` (``'absolute'``), all parameters within their bounds.
+    The residual, its inverse and its Jacobian on each scale are defined once,
+    in :mod:`perfmodel.scale`; this fit is what defines them.
 
     Parameters
     ----------
@@ -384,8 +388,7 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
         m = get_model(m.fitted_as)
     if loss not in LOSSES:
         raise InputError(f"loss {loss!r} is not one of {list(LOSSES)}")
-    if relative not in RELATIVE:
-        raise InputError(f"relative {relative!r} is not one of {list(RELATIVE)}")
+    get_scale(relative)
     if not isinstance(n_starts, (int, np.integer)) or n_starts < 1:
         raise InputError(f"n_starts must be an integer >= 1, got {n_starts!r}")
     feats_all, y_all, keep, dropped, sha = _prepare(data, y, m, outlier_window)
@@ -411,32 +414,10 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
                        for prm in m.params])
     lo_s, hi_s = m.lower * pscale, m.upper * pscale
 
-    if relative == "log":
-        ytarget = np.log(yk)
-        last = {}
-
-        def _pred(ts, f):
-            # the Jacobian is always asked at the point just evaluated: reuse it
-            key = (id(f), ts.tobytes())
-            if last.get("key") != key:
-                last["key"], last["val"] = key, np.maximum(m._predict(ts, f), 1e-300)
-            return last["val"]
-
-        def func(ts, f):
-            return np.log(_pred(ts, f))
-
-        def jac(ts, f):
-            return m._jacobian(ts, f) / _pred(ts, f)[:, None]
-        base_w = wk
-    else:
-        ytarget = yk
-
-        def func(ts, f):
-            return m._predict(ts, f)
-
-        def jac(ts, f):
-            return m._jacobian(ts, f)
-        base_w = (wk if wk is not None else np.ones(n)) / yk**2 if relative == "weight" else wk
+    fscale = get_scale(relative)
+    ytarget = fscale.target(yk)
+    func, jac = fscale.regression(m._predict, m._jacobian)
+    base_w = fscale.weights(yk, wk)
 
     # starting points (physical units)
     rng = np.random.default_rng(seed)

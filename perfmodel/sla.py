@@ -35,24 +35,24 @@ are checked with hypothesis in ``tests/test_sla.py``.
 Uncertainty
 -----------
 With ``q`` the step time is replaced by its ``q``-quantile under the
-prediction distribution of a new step (``perfmodel`` fits on the log scale by
-default):
+prediction distribution of a new step,
+:class:`perfmodel.predictive.PredictiveDistribution` -- the same one behind
+the bands of :mod:`perfmodel.uncertainty`, so the ``q``-quantile here is the
+upper end of the level ``2q - 1`` prediction band there:
 
-* ``method='delta'``: on the fit scale ``h(T) ~ t_dof(h(T_hat), var)`` with
-  ``var = g' C g + s^2``, ``g`` the gradient of ``h(T_hat)`` with respect to
-  the parameters (``C = fit.cov``; parameters at a bound or unidentified,
-  whose covariance rows are NaN, are held fixed), ``s^2 = fit.rss / fit.dof``
-  the residual variance on the fit scale and ``h = log`` for
-  ``relative='log'`` fits, the identity for ``'absolute'``; for
-  ``'weight'`` (relative residuals) ``var = g' C g + s^2 T_hat^2``.  The
-  Student t with the fit's degrees of freedom gives the textbook prediction
-  interval and tends to the normal for large ``n``.
+* ``method='delta'``: on the fit's scale (:mod:`perfmodel.scale`) a new step
+  has residual ``e ~ sd * t_dof`` with ``sd^2 = g' C g + s^2`` (``g`` the
+  fit-scale Jacobian of the fitted value, ``C = fit.cov``, ``s^2 =
+  fit.rss/fit.dof``) and time ``inverse(T_hat, e)``: ``T_hat exp(e)`` for
+  ``relative='log'``, ``T_hat + e`` for ``'absolute'``, ``T_hat/(1 - e)`` for
+  ``'weight'``.  Parameters at a bound or unidentified carry no variance.
 * ``method='bootstrap'``: parameter samples (``boot_samples``, an
   ``n_boot x p`` array, e.g. from a residual or pairs bootstrap) are paired
-  at random (seeded) with fit-scale residuals of the fit (or ``residuals``);
-  the predictive sample is ``h^{-1}(h(T_hat_b) + e_j)`` and its empirical
-  quantile is used.  Without stored residuals (a fit read from JSON),
-  residuals are drawn from ``N(0, s^2)`` and the answer says so.
+  at random (seeded) with fit-scale residuals (the fit's own, centred and
+  scaled by ``sqrt(n/dof)``, or ``residuals``); the predictive sample is
+  ``inverse(T_hat_b, e_j)`` and its empirical quantile is used.  Without
+  stored residuals (a fit read from JSON), residuals are drawn from
+  ``N(0, s^2)`` and the answer says so.
 """
 from __future__ import annotations
 
@@ -63,9 +63,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from .errors import InputError
+from .predictive import PredictiveDistribution
 from .simulate import batch_features
 
 __all__ = [
@@ -140,6 +140,11 @@ def _check_predictor_like(fit):
 class Predictor:
     """Predicted step time (ms) of a fit: the point prediction or its ``q``-quantile.
 
+    A thin layer over :class:`perfmodel.predictive.PredictiveDistribution`
+    (the one predictive distribution of a new step, shared with the bands of
+    :mod:`perfmodel.uncertainty`): it fills model features other than ``B``
+    and ``S`` with constants and fixes ``q``.
+
     Parameters
     ----------
     fit : FitResult (needed for ``q``), or any object with ``.predict(feats)``
@@ -161,27 +166,25 @@ class Predictor:
         self.q = None if q is None else _q_arg(q)
         if method not in ("delta", "bootstrap"):
             raise InputError(f"method must be 'delta' or 'bootstrap', got {method!r}")
+        if method == "bootstrap" and boot_samples is None and self.q is not None:
+            raise InputError("method='bootstrap' needs boot_samples (an n_boot x p array of "
+                             "parameter samples)")
         self.method = method
         self.features = self._check_features(features)
-        self.note = ""
         self.requires = tuple(getattr(getattr(fit, "model", None), "requires", _FEATURE_KEYS))
+        self._dist_args = {"boot": boot_samples if method == "bootstrap" else None,
+                           "residuals": residuals, "n_draws": n_draws, "seed": seed}
+        self._dist = None
+        self.note = ""
         if self.q is not None:
-            for a in ("model", "values", "cov", "rss", "dof"):
-                if not hasattr(fit, a):
-                    raise InputError(f"a quantile needs a FitResult (with .{a}); got "
-                                     f"{type(fit).__name__}")
-            if not (fit.dof and fit.dof > 0):
-                raise InputError(f"fit has {fit.dof} degrees of freedom: no residual variance")
-            self.rel = (getattr(fit, "options", None) or {}).get("relative", "log")
-            if self.rel not in ("log", "absolute", "weight"):
-                raise InputError(f"fit.options['relative'] = {self.rel!r} is not supported")
-            self.s2 = float(fit.rss) / float(fit.dof)
-            if method == "delta":
-                C = np.array(fit.cov, dtype=float)
-                self.C = np.where(np.isfinite(C), C, 0.0)
-                self.z = float(stats.t.ppf(self.q, fit.dof))
-            else:
-                self._init_bootstrap(boot_samples, residuals, int(n_draws), seed)
+            self.note = self.distribution.note
+
+    @property
+    def distribution(self) -> PredictiveDistribution:
+        """The fit's :class:`~perfmodel.predictive.PredictiveDistribution` (built on first use)."""
+        if self._dist is None:
+            self._dist = PredictiveDistribution(self.fit, **self._dist_args)
+        return self._dist
 
     @staticmethod
     def _check_features(features):
@@ -202,39 +205,6 @@ class Predictor:
             out[k] = x
         return out
 
-    def _init_bootstrap(self, boot_samples, residuals, n_draws, seed):
-        fit = self.fit
-        if boot_samples is None:
-            raise InputError("method='bootstrap' needs boot_samples (an n_boot x p array of "
-                             "parameter samples)")
-        Bs = np.asarray(boot_samples, dtype=float)
-        p = len(fit.values)
-        if Bs.ndim != 2 or Bs.shape[1] != p:
-            raise InputError(f"boot_samples must have shape (n_boot, {p}), got {Bs.shape}")
-        ok = np.all(np.isfinite(Bs), axis=1)
-        if ok.sum() < 20:
-            raise InputError(f"boot_samples has {int(ok.sum())} finite rows; need at least 20")
-        self.samples = Bs[ok]
-        rng = np.random.default_rng(seed)
-        M = max(n_draws, len(self.samples))
-        self.pair_b = rng.integers(0, len(self.samples), M)
-        e = None
-        if residuals is not None:
-            e = np.asarray(residuals, float).ravel()
-            e = e[np.isfinite(e)]
-            if e.size < 2:
-                raise InputError("residuals must hold at least 2 finite values")
-        elif getattr(fit, "y", None) is not None and getattr(fit, "fitted", None) is not None:
-            y, f = np.asarray(fit.y, float), np.asarray(fit.fitted, float)
-            e = (np.log(y) - np.log(f) if self.rel == "log"
-                 else (y - f) / f if self.rel == "weight" else y - f)
-            e = e[np.isfinite(e)]
-        if e is None or e.size < 2:
-            self.eps = rng.normal(0.0, math.sqrt(self.s2), M)
-            self.note = "residuals drawn from N(0, rss/dof): the fit carries no residual data"
-        else:
-            self.eps = e[rng.integers(0, e.size, M)]
-
     # -- evaluation on feature dicts -------------------------------------
     def _feats(self, feats: Mapping) -> dict:
         f = {k: np.asarray(v, float).ravel() for k, v in feats.items()}
@@ -248,71 +218,19 @@ class Predictor:
         """Point prediction (ms): the fitted curve (the median for log fits)."""
         return np.asarray(self.fit.predict(self._feats(feats)), dtype=float).ravel()
 
-    def _sd_delta(self, f):
-        fit = self.fit
-        yhat = fit.model.predict(fit.values, f)
-        J = fit.model.jacobian(fit.values, f)
-        if self.rel == "log":
-            g = J / yhat[:, None]
-            var = np.einsum("ij,jk,ik->i", g, self.C, g) + self.s2
-        elif self.rel == "absolute":
-            var = np.einsum("ij,jk,ik->i", J, self.C, J) + self.s2
-        else:
-            var = np.einsum("ij,jk,ik->i", J, self.C, J) + self.s2 * yhat**2
-        return yhat, np.sqrt(np.maximum(var, 0.0))
-
-    def _boot_fitscale(self, f, cols: slice):
-        """(M, ncols) predictive sample on the fit scale."""
-        fit = self.fit
-        sub = {k: v[cols] for k, v in f.items()}
-        Y = np.stack([fit.model.predict(th, sub) for th in self.samples])  # (nb, n)
-        Y = Y[self.pair_b]
-        if self.rel == "log":
-            return np.log(np.maximum(Y, 1e-300)) + self.eps[:, None]
-        if self.rel == "weight":
-            return Y * (1.0 + self.eps[:, None])
-        return Y + self.eps[:, None]
-
     def quantile(self, feats: Mapping, q: float | None = None) -> np.ndarray:
         """``q``-quantile (ms) of the step time of a new step with these features."""
         q = self.q if q is None else _q_arg(q)
         if q is None:
             return self.point(feats)
-        f = self._feats(feats)
-        if self.method == "delta":
-            yhat, sd = self._sd_delta(f)
-            z = self.z if q == self.q else float(stats.t.ppf(q, self.fit.dof))
-            return yhat * np.exp(z * sd) if self.rel == "log" else yhat + z * sd
-        n = f["B"].size
-        out = np.empty(n)
-        step = max(1, 2_000_000 // len(self.eps))
-        for i in range(0, n, step):
-            sl = slice(i, min(n, i + step))
-            v = np.quantile(self._boot_fitscale(f, sl), q, axis=0)
-            out[sl] = np.exp(v) if self.rel == "log" else v
-        return out
+        return self.distribution.quantile(self._feats(feats), q)
 
     def prob_below(self, feats: Mapping, target_ms: float) -> np.ndarray:
         """``P(T <= target_ms)`` for a new step (NaN without an uncertainty model)."""
         f = self._feats(feats)
         if self.q is None:
             return np.full(f["B"].size, np.nan)
-        if self.method == "delta":
-            yhat, sd = self._sd_delta(f)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                if self.rel == "log":
-                    zz = (math.log(target_ms) - np.log(yhat)) / sd
-                else:
-                    zz = (target_ms - yhat) / sd
-            return stats.t.cdf(zz, self.fit.dof)
-        n = f["B"].size
-        out = np.empty(n)
-        h = math.log(target_ms) if self.rel == "log" else target_ms
-        step = max(1, 2_000_000 // len(self.eps))
-        for i in range(0, n, step):
-            sl = slice(i, min(n, i + step))
-            out[sl] = np.mean(self._boot_fitscale(f, sl) <= h, axis=0)
-        return out
+        return self.distribution.cdf(f, target_ms)
 
     def __call__(self, feats: Mapping) -> np.ndarray:
         return self.quantile(feats)

@@ -25,12 +25,14 @@ can be off.  This module gives
 
 The fit's scale
 ---------------
-Everything works on the scale the fit was made on (``fit.options['relative']``):
-``'log'`` -- residual ``e = log y - log mu``, rebuilt as ``y = mu exp(e)``;
-``'absolute'`` -- ``e = y - mu``, ``y = mu + e``; ``'weight'`` (relative
-residuals, weights ``1/y^2``) -- ``e = (y - mu)/y``, ``y = mu/(1 - e)``.
-``mu`` is the fitted step time in ms.  The Jacobian on that scale is
-``J/mu`` (log), ``J`` (absolute) or ``J/y`` (weight).
+Everything works on the scale the fit was made on (``fit.options['relative']``),
+through :mod:`perfmodel.scale`: ``'log'`` -- residual ``e = log y - log mu``,
+rebuilt as ``y = mu exp(e)``; ``'absolute'`` -- ``e = y - mu``, ``y = mu + e``;
+``'weight'`` (relative residuals, weights ``1/y^2``) -- ``e = (y - mu)/y``,
+``y = mu/(1 - e)``.  ``mu`` is the fitted step time in ms.  The Jacobian on
+that scale is ``J/mu`` (log), ``J`` (absolute) or ``J/y`` (weight).  The
+bands come from :class:`perfmodel.predictive.PredictiveDistribution`, the
+distribution behind the quantiles of :mod:`perfmodel.sla` too.
 
 Verification
 ------------
@@ -67,6 +69,8 @@ from scipy import optimize, special, stats
 
 from . import fit as _fitmod
 from .errors import FitError, InputError
+from .predictive import PredictiveDistribution
+from .scale import get_scale, scale_of
 
 __all__ = [
     "BLOCKS",
@@ -95,7 +99,6 @@ SE_TYPES = {"pairs": "HC3", "residual": "classical", "wild": "HC3", "block": "HA
 BLOCKS = ("stationary", "circular")
 WILD_WEIGHTS = ("rademacher", "mammen")
 COV_TYPES = ("classical", "HC0", "HC3", "HAC")
-_RELATIVE = ("log", "absolute", "weight")
 
 
 # ---------------------------------------------------------------------------
@@ -113,9 +116,10 @@ def _check_fit(fit, where: str) -> None:
     if missing:
         raise InputError(f"{where}: fit must be a perfmodel FitResult (missing {missing}), "
                          f"got {type(fit).__name__}")
-    rel = fit.options.get("relative", "log")
-    if rel not in _RELATIVE:
-        raise InputError(f"{where}: fit.options['relative'] is {rel!r}, not one of {list(_RELATIVE)}")
+    try:
+        scale_of(fit)
+    except InputError as exc:
+        raise InputError(f"{where}: fit.options['relative']: {exc}") from None
 
 
 def _alpha_problem(alpha) -> list[str]:
@@ -189,33 +193,6 @@ def _fit_data(fit, data, y, where: str):
     if n <= fit.model.n_params:
         raise InputError(f"{where}: {n} steps for {fit.model.n_params} parameters")
     return feats, yy
-
-
-def _resid(relative, y, mu):
-    """Residual on the fit's scale (see module docstring)."""
-    if relative == "log":
-        return np.log(y) - np.log(mu)
-    if relative == "absolute":
-        return y - mu
-    return (y - mu) / y
-
-
-def _rebuild(relative, mu, e):
-    """Inverse of :func:`_resid`: the step time with residual ``e`` about ``mu``."""
-    if relative == "log":
-        return mu * np.exp(e)
-    if relative == "absolute":
-        return mu + e
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return mu / (1.0 - e)
-
-
-def _jac_fit_scale(relative, J, y, mu):
-    if relative == "log":
-        return J / mu[:, None]
-    if relative == "absolute":
-        return J
-    return J / y[:, None]
 
 
 def _free_mask(fit) -> np.ndarray:
@@ -352,10 +329,10 @@ def covariance_intervals(fit, alpha: float = 0.05, *, cov_type: str = "classical
 
 def _robust_cov(fit, feats, yy, cov_type, maxlags=None) -> np.ndarray:
     model = fit.model
-    rel = fit.options.get("relative", "log")
+    scale = scale_of(fit)
     mu = model.predict(fit.values, feats)
-    J = _jac_fit_scale(rel, model.jacobian(fit.values, feats), yy, mu)
-    e = _resid(rel, yy, mu)
+    J = scale.jacobian(model.jacobian(fit.values, feats), mu, yy)
+    e = scale.residual(yy, mu)
     free = _free_mask(fit)
     p = len(fit.param_names)
     cov = np.full((p, p), np.nan)
@@ -371,26 +348,16 @@ def _robust_cov(fit, feats, yy, cov_type, maxlags=None) -> np.ndarray:
 def _objective(fit, feats, yy):
     """The fit's objective rebuilt: scaled features, link, weights, scaled bounds."""
     m = fit.model
-    rel = fit.options.get("relative", "log")
+    fscale = scale_of(fit)
     scale = fit.options.get("scale", True)
     med = {k: (float(np.median(v[v > 0])) if np.any(v > 0) else 1.0) if scale else 1.0
            for k, v in feats.items()}
     fs = {k: v / med[k] for k, v in feats.items()}
     pscale = np.array([np.prod([med[k] ** pw for k, pw in prm.scales_with.items()]) or 1.0
                        for prm in m.params])
-    if rel == "log":
-        target = np.log(yy)
-
-        def func(ts, f):
-            return np.log(np.maximum(m._predict(ts, f), 1e-300))
-
-        def jac(ts, f):
-            return m._jacobian(ts, f) / np.maximum(m._predict(ts, f), 1e-300)[:, None]
-        w = None
-    else:
-        target = yy
-        func, jac = m._predict, m._jacobian
-        w = 1.0 / yy**2 if rel == "weight" else None
+    target = fscale.target(yy)
+    func, jac = fscale.regression(m._predict, m._jacobian)
+    w = fscale.weights(yy)
     return func, jac, fs, target, w, pscale, m.lower * pscale, m.upper * pscale
 
 
@@ -992,7 +959,7 @@ def _draw(job: _Job, rng):
             s5 = math.sqrt(5.0)
             v = np.where(rng.random(n) < (s5 + 1) / (2 * s5), -(s5 - 1) / 2, (s5 + 1) / 2)
         e = job.resid * v
-    return job.feats, _rebuild(job.relative, job.mu, e), job.weights
+    return job.feats, get_scale(job.relative).inverse(job.mu, e), job.weights
 
 
 def _refit(job: _Job, feats, y, w):
@@ -1023,9 +990,10 @@ def _se(se_type, model, theta, feats, y, relative, fixed_names, classical=None):
     free = np.array([n not in fixed_names for n in model.param_names])
     se = np.full(free.size, np.nan)
     if free.any():
+        scale = get_scale(relative)
         mu = model.predict(theta, feats)
-        J = _jac_fit_scale(relative, model.jacobian(theta, feats), y, mu)
-        cov = sandwich_cov(J[:, free], _resid(relative, y, mu), se_type)
+        J = scale.jacobian(model.jacobian(theta, feats), mu, y)
+        cov = sandwich_cov(J[:, free], scale.residual(y, mu), se_type)
         d = np.diag(cov)
         se[free] = np.where(d > 0, np.sqrt(np.abs(d)), np.nan)
     return se
@@ -1225,12 +1193,12 @@ def bootstrap(fit, data=None, n_boot: int = 1000, *, y=None, scheme: str = "pair
     loss = fit.options.get("loss", "linear")
     theta = np.asarray(fit.values, float)
     mu = model.predict(theta, feats)
-    e = _resid(rel, yy, mu)
+    e = scale_of(fit).residual(yy, mu)
     notes: list[str] = []
     resid = e
     if scheme in ("residual", "wild"):
         free = _free_mask(fit)
-        Jf = _jac_fit_scale(rel, model.jacobian(theta, feats), yy, mu)[:, free]
+        Jf = scale_of(fit).jacobian(model.jacobian(theta, feats), mu, yy)[:, free]
         h = _leverage(Jf) if free.any() else np.zeros(n)
         resid = e / np.sqrt(1.0 - h)
         if scheme == "residual":
@@ -1346,7 +1314,7 @@ def _grid(model, feats):
     return model.check_features(feats)
 
 
-def _band(fit, feats, alpha, method, boot, predictive, seed, where):
+def _band(fit, feats, alpha, method, boot, predictive, seed, where, n_draws=4000):
     _check_fit(fit, where)
     problems = _alpha_problem(alpha) + _choice_problem("method", method, ("delta", "bootstrap"))
     if method == "bootstrap" and not isinstance(boot, BootstrapResult):
@@ -1354,70 +1322,38 @@ def _band(fit, feats, alpha, method, boot, predictive, seed, where):
     if method == "bootstrap" and isinstance(boot, BootstrapResult) and boot.n_ok < 2:
         problems.append("boot has no samples (a BootstrapResult read from a dict without samples?)")
     _raise(problems, where)
-    model = fit.model
-    f = _grid(model, feats)
-    rel = fit.options.get("relative", "log")
-    theta = np.asarray(fit.values, float)
-    mu = model.predict(theta, f)
-    q = stats.t.ppf(1 - alpha / 2, max(fit.dof, 1))
-    s2 = fit.rss / max(fit.dof, 1)
+    f = _grid(fit.model, feats)
+    dist = PredictiveDistribution(fit, boot if method == "bootstrap" else None, n_draws=n_draws,
+                                  seed=seed)
+    b = dist.band(f, 1.0 - alpha)
     out = pd.DataFrame({k: v for k, v in f.items()})
-    out["fit"] = mu
+    out["fit"] = b.fit
+    out["lower"], out["upper"] = (b.lower, b.upper) if predictive else (b.mean_lower, b.mean_upper)
+    out.attrs.update(method=method, scale=dist.scale.name, unidentified=dist.unidentified)
     if method == "delta":
-        cov = np.array(fit.cov, float)
-        fixed = ~_free_mask(fit)
-        for i in np.nonzero(fixed)[0]:
-            if fit.param_names[i] in fit.at_bound:  # held at its bound: no variance
-                cov[i, :] = 0.0
-                cov[:, i] = 0.0
-        J = model.jacobian(theta, f)
-        var = np.einsum("ij,jk,ik->i", J, cov, J)
-        if rel == "log":
-            var_g = var / mu**2
-            add = s2 if predictive else 0.0
-            half = q * np.sqrt(var_g + add)
-            lo, hi = mu * np.exp(-half), mu * np.exp(half)
-        else:
-            add = (s2 * (mu**2 if rel == "weight" else 1.0)) if predictive else 0.0
-            half = q * np.sqrt(var + add)
-            lo, hi = mu - half, mu + half
-        out["lower"], out["upper"] = lo, hi
-        out.attrs.update(method="delta", quantile=float(q), scale=rel)
-        return out
-    # bootstrap
-    P = np.vstack([model.predict(t, f) for t in boot.samples])  # (n_ok, m)
-    a2 = alpha
-    if predictive:
-        rng = np.random.default_rng(seed)
-        if getattr(fit, "y", None) is not None and getattr(fit, "fitted", None) is not None:
-            pool = _resid(rel, np.asarray(fit.y, float), np.asarray(fit.fitted, float))
-            pool = (pool - pool.mean()) * math.sqrt(pool.size / max(fit.dof, 1))
-            eps = pool[rng.integers(0, pool.size, P.shape)]
-            src = "the fit's residuals (centred, scaled by sqrt(n/dof))"
-        else:
-            eps = rng.standard_normal(P.shape) * math.sqrt(s2)
-            src = "normal errors with the fit's residual variance"
-        Y = _rebuild(rel, P, eps)
-        lo, hi = np.quantile(Y, [a2 / 2, 1 - a2 / 2], axis=0)
-        out.attrs.update(noise_source=src)
+        out.attrs.update(quantile=float(stats.t.ppf(1 - alpha / 2, dist.dof)))
     else:
-        lo, hi = np.quantile(P, [a2 / 2, 1 - a2 / 2], axis=0)
-    out["lower"], out["upper"] = lo, hi
-    out.attrs.update(method="bootstrap", n_samples=int(P.shape[0]), scale=rel)
+        out.attrs.update(n_samples=dist.n_samples)
+        if predictive:
+            out.attrs.update(noise_source=dist.noise_source)
+    if dist.note:
+        out.attrs.update(note=dist.note)
     return out
 
 
 def confidence_band(fit, feats, alpha: float = 0.05, method: str = "delta", boot=None):
     """Pointwise confidence band for the mean step time ``T(B, S)`` at new points.
 
-    Problem: how well is the *curve* known at each (B, S)?  ``'delta'``:
-    ``Var g(mu) = grad^T Cov grad`` with the model's analytic Jacobian and
-    ``fit.cov`` on the fit's scale ``g`` (log: ``g = log mu``), band
-    ``g^-1(g(mu) +/- t_{1-alpha/2, dof} sd)`` -- for a log fit
-    ``mu exp(+/- t sd)``; parameters held at a bound contribute no variance;
-    an unidentified parameter makes the band NaN.  ``'bootstrap'``: the
-    ``alpha/2, 1-alpha/2`` quantiles of the predictions of the bootstrap
-    samples ``boot``.
+    Problem: how well is the *curve* known at each (B, S)?  ``'delta'``: the
+    fitted value's variance on the fit scale ``v = g' C g`` (``g`` the
+    model's analytic Jacobian on that scale, :mod:`perfmodel.scale`;
+    ``C = fit.cov``), band ``inverse(mu, +/- t_{1-alpha/2, dof} sqrt(v))`` --
+    ``mu exp(+/- t sd)`` for a log fit, ``mu +/- t sd`` for an absolute one,
+    ``mu / (1 -+ t sd)`` for a weight one.  ``'bootstrap'``: the ``alpha/2,
+    1-alpha/2`` quantiles of the predictions of the bootstrap samples ``boot``.
+    Parameters at a bound, and unidentified parameters, contribute no
+    variance (listed in ``attrs['unidentified']``; the rule of
+    :mod:`perfmodel.predictive`).
 
     Parameters
     ----------
@@ -1426,29 +1362,45 @@ def confidence_band(fit, feats, alpha: float = 0.05, method: str = "delta", boot
         those columns (or ``batch_size``/``total_tokens``)
     alpha : 1 - confidence level
     method : 'delta' or 'bootstrap'
-    boot : BootstrapResult (with samples), for ``method='bootstrap'``
+    boot : BootstrapResult (with at least 20 samples), for ``method='bootstrap'``
 
     Returns
     -------
     DataFrame with the features, ``fit`` (ms), ``lower``, ``upper`` (ms).
+
+    Notes
+    -----
+    The same numbers as ``PredictiveDistribution(fit, boot).band(feats, 1 - alpha)``'s
+    ``mean_lower``/``mean_upper`` (``tests/test_predictive.py``).
     """
     return _band(fit, feats, alpha, method, boot, False, 0, "confidence_band")
 
 
 def prediction_band(fit, feats, alpha: float = 0.05, method: str = "delta", boot=None,
-                    seed: int = 0):
+                    seed: int = 0, n_draws: int = 4000):
     """Pointwise prediction band for the time of a new step at (B, S).
 
     Problem: the confidence band covers the mean curve; a single new step
     also carries the residual noise.  ``'delta'``: the confidence-band
     variance plus the residual variance ``s^2 = RSS/dof`` on the fit's
-    scale: for a log fit ``exp(log mu +/- t sqrt(var_mean + s^2))``; for an
-    absolute fit ``mu +/- t sqrt(var_mean + s^2)``; for a relative
-    (``'weight'``) fit ``mu +/- t sqrt(var_mean + s^2 mu^2)``.
-    ``'bootstrap'``: each bootstrap prediction plus a residual drawn from the
-    fit's centred residuals (normal errors of variance ``s^2`` when the fit
-    carries no data), quantiles of the result (seeded by ``seed``).
+    scale, ``inverse(mu, +/- t sqrt(v + s^2))``: for a log fit
+    ``mu exp(+/- t sqrt(v + s^2))``; for an absolute fit
+    ``mu +/- t sqrt(v + s^2)``; for a relative (``'weight'``) fit
+    ``mu / (1 -+ t sqrt(v + s^2))``.  ``'bootstrap'``: ``max(n_draws, n_boot)``
+    bootstrap predictions paired at random with the fit's centred residuals
+    scaled by ``sqrt(n/dof)`` (normal errors of variance ``s^2`` when the fit
+    carries no data), quantiles of the result (seeded by ``seed``).  The
+    band's ends are the ``alpha/2`` and ``1 - alpha/2`` quantiles of
+    :class:`perfmodel.predictive.PredictiveDistribution`, the ones
+    :mod:`perfmodel.sla` searches with.
 
-    Parameters and return value as :func:`confidence_band`.
+    Parameters and return value as :func:`confidence_band`; ``n_draws``:
+    size of the bootstrap predictive sample.
+
+    Notes
+    -----
+    Verified: the upper limit at ``alpha = 0.10`` equals the 0.95-quantile of
+    :func:`perfmodel.sla.max_tokens_quantile` at the same point to 1e-10
+    (``tests/test_predictive.py``).
     """
-    return _band(fit, feats, alpha, method, boot, True, seed, "prediction_band")
+    return _band(fit, feats, alpha, method, boot, True, seed, "prediction_band", n_draws)

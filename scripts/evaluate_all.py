@@ -156,7 +156,7 @@ def adequacy(df: pd.DataFrame, recommended: str, starts: int, replicated: bool) 
     if replicated and np.unique(groups).size < len(df):
         for n, f in fits.items():
             try:
-                r = aq.lack_of_fit(*aq.fit_scale_residuals(f, df), groups, f.n_params)
+                r = aq.fit_lack_of_fit(f, df, groups)
                 out[f"lof_F_{n}"], out[f"lof_p_{n}"] = r.F, r.pvalue
                 out[f"lof_sd_ratio_{n}"] = float(np.sqrt(r.ms_lof / r.ms_pe)) \
                     if r.ms_pe > 0 else np.nan

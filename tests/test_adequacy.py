@@ -53,6 +53,41 @@ def test_lack_of_fit_equals_anova_of_line_against_group_means():
     assert aq.lack_of_fit(y, quad.fittedvalues, x, n_params=3).pvalue > 0.01
 
 
+def test_weighted_lack_of_fit_equals_wls_f_test_of_line_against_group_means():
+    """The weight scale's test: WLS of the line inside WLS of one mean per group."""
+    rng = np.random.default_rng(2)
+    x = np.repeat(np.arange(1.0, 9.0), 4)
+    y = (1 + 0.5 * x + 0.08 * x**2) * np.exp(rng.normal(0, 0.05, x.size))
+    w = 1.0 / y**2
+    line = sm.WLS(y, sm.add_constant(x), weights=w).fit()
+    means = sm.WLS(y, pd.get_dummies(x).to_numpy(float), weights=w).fit()
+    F, p, _ = means.compare_f_test(line)  # self is the unrestricted model
+    res = aq.lack_of_fit(y, line.fittedvalues, x, n_params=2, weights=w)
+    assert res.F == pytest.approx(F, rel=1e-10)
+    assert res.pvalue == pytest.approx(p, rel=1e-8)
+    assert res.sse == pytest.approx(line.ssr, rel=1e-12)
+    assert res.ss_pe == pytest.approx(means.ssr, rel=1e-10)
+    with pytest.raises(InputError, match="weights must be finite and > 0"):
+        aq.lack_of_fit(y, line.fittedvalues, x, n_params=2, weights=np.zeros_like(y))
+
+
+def test_weight_fit_adequacy_uses_the_fit_residual():
+    """SSE of a weight fit's lack-of-fit test is the fit's RSS; trends use (T - T_hat)/T."""
+    from perfmodel.fit import fit_model
+    from perfmodel.scale import WEIGHT
+
+    df = _trace(c_kv=0.0, seed=4)
+    fit = fit_model(df, "seed_id", relative="weight", n_starts=2)
+    lof = aq.fit_lack_of_fit(fit, df)
+    assert lof.sse == pytest.approx(fit.rss, rel=1e-9)
+    y, yhat = aq.fit_scale_residuals(fit, df)
+    np.testing.assert_allclose(y, df["duration_ms"], rtol=0)
+    e = WEIGHT.residual(y, yhat)
+    tr = aq.residual_trends(fit, df).set_index("variable")
+    ref = aq.residual_trend(e, df["batch_size"].to_numpy(float), "B")
+    assert tr.loc["B", "slope"] == pytest.approx(ref.slope, rel=1e-12)
+
+
 def test_nested_f_and_lr_match_statsmodels():
     rng = np.random.default_rng(1)
     n = 120

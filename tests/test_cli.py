@@ -114,6 +114,34 @@ def test_diagnose_prints_the_residual_table(fit_json, capsys):
     assert "shapiro" in names and "breusch" in names and "durbin" in names
 
 
+@pytest.mark.parametrize("flag,scale", [(["--relative", "weight"], "weight"),
+                                        (["--absolute"], "absolute"), ([], "log")])
+def test_diagnose_tests_residuals_on_the_fit_scale(flag, scale, tmp_path, capsys):
+    from perfmodel.diagnostics import residual_table
+    from perfmodel.results import FitResult
+    from perfmodel.scale import SCALES
+    from perfmodel.trace import read_trace, step_features
+
+    f = tmp_path / "f.json"
+    assert main(["fit", str(EXAMPLE), "-o", str(f), "--model", "seed_id", "--starts", "2",
+                 *flag]) == 0
+    capsys.readouterr()
+    rc, stdout, err = run(["diagnose", f, EXAMPLE, "--json"], capsys)
+    assert rc == 0, err
+    d = json.loads(stdout)
+    assert d["residual_scale"] == scale and d["residual"] == SCALES[scale].residual_text
+    # the residuals tested are the fit's own: (T - T_hat)/T for a weight fit
+    df = read_trace(EXAMPLE)  # already in time order
+    e = SCALES[scale].residual(df["duration_ms"].to_numpy(float),
+                               FitResult.from_json(f).predict(df))
+    feats = step_features(df)
+    ref = residual_table(e, feats["B"], feats["S"], order=np.arange(len(e)))
+    assert [t["statistic"] for t in d["tests"]] == pytest.approx(
+        ref["statistic"].tolist(), rel=1e-9, nan_ok=True)
+    rc, text, _ = run(["diagnose", f, EXAMPLE], capsys)
+    assert f"on the fit's scale, {scale}" in text
+
+
 @pytest.mark.parametrize("content,needle", [
     ("batch_size,total_tokens\n1,2\n", "duration_ms"),
     ("batch_size,total_tokens,duration_ms\n1,2,abc\n", "duration_ms"),

@@ -110,6 +110,31 @@ def test_compare_ranks_the_true_model_first_and_reaches_the_floor():
     assert tab["n_test"].eq(len(df)).all()
 
 
+def test_compare_information_criteria_use_the_fit_scale_residual():
+    """AIC/BIC of a weight comparison come from (T - T_hat)/T, the residual the fit minimised."""
+    from perfmodel.adequacy import information_criteria
+    from perfmodel.baselines import get_baseline
+    from perfmodel.fit import fit_model
+    from perfmodel.scale import WEIGHT
+
+    df = synthetic(n_cfg=30, reps=2)
+    tab = compare(df, models=["seed_id"], baselines=["linear"], k=2, n_starts=1,
+                  relative="weight").set_index("name")
+    y = df["duration_ms"].to_numpy(float)
+    fit = fit_model(df, "seed_id", relative="weight", n_starts=1)
+    e = WEIGHT.residual(y, fit.predict(df))
+    assert float(e @ e) == pytest.approx(fit.rss, rel=1e-9)
+    k = int(tab.loc["seed_id", "n_params"])
+    assert tab.loc["seed_id", "aic"] == pytest.approx(information_criteria(fit.rss, len(y), k)[0],
+                                                     rel=1e-9)
+    lin = get_baseline("linear", relative=True).fit(df)
+    e = WEIGHT.residual(y, lin.predict(df))
+    assert tab.loc["linear", "aic"] == pytest.approx(information_criteria(float(e @ e), len(y),
+                                                                         3)[0], rel=1e-9)
+    with pytest.raises(InputError, match="relative 'sqrt' is not one of"):
+        compare(df, relative="sqrt")
+
+
 def test_compare_skips_context_models_without_context_and_validates():
     df = synthetic(n_cfg=30, reps=2).drop(columns=["chunk_sizes", "context_lens"])
     tab = compare(df, models=["seed_id", "seed_ctx_mono"], baselines=["distserve"], k=3,

@@ -19,6 +19,7 @@ from scipy import stats
 from perfmodel.errors import InputError
 from perfmodel.fit import fit_model
 from perfmodel.model import get_model
+from perfmodel.predictive import PredictiveDistribution
 from perfmodel.results import FitResult
 from perfmodel.sla import (
     Predictor,
@@ -282,10 +283,16 @@ def test_delta_quantile_other_scales(relative):
     qv = p.quantile(feats)
     assert np.all(qv > yhat)
     assert np.allclose(p.prob_below(feats, qv[0])[0], 0.9, atol=1e-9)
-    _, sd = p._sd_delta(p._feats(feats))
-    assert np.allclose(qv, yhat + stats.t.ppf(0.9, f.dof) * sd)
-    if relative == "weight":  # residual part scales with the prediction
-        assert np.all(sd >= np.sqrt(f.rss / f.dof) * yhat * (1 - 1e-12))
+    sd = PredictiveDistribution(f).spread(feats).sd_new  # on the fit's scale
+    z = stats.t.ppf(0.9, f.dof)
+    if relative == "absolute":
+        assert np.allclose(qv, yhat + z * sd, rtol=1e-12)
+    else:
+        # the weight fit's residual is (y - mu)/y, so a new step is mu/(1 - e)
+        # (perfmodel.scale); this used to be mu (1 + z sd), the first-order version
+        assert np.allclose(qv, yhat / (1 - z * sd), rtol=1e-12)
+        assert np.all(qv > yhat * (1 + z * sd))
+        assert np.all(sd >= np.sqrt(f.rss / f.dof) * (1 - 1e-12))
     a = max_tokens_quantile(f, 8, 60.0, 0.9)
     assert a.feasible and a.predicted_q_ms <= 60.0
 
@@ -320,7 +327,7 @@ def test_quantile_coverage_against_truth():
         feats = {"B": np.array([B], float), "S": np.array([a.max_total_tokens], float)}
         true_T = get_model("seed_id").predict(TRUE, feats)[0]
         z_true = (math.log(target) - math.log(true_T)) / SIGMA
-        _, sd = Predictor(f, q=q)._sd_delta(feats)
+        sd = PredictiveDistribution(f).spread(feats).sd_new
         sd_param = math.sqrt(max(sd[0] ** 2 - f.rss / f.dof, 0.0))
         tol = 3 * sd_param / SIGMA + 0.1
         assert abs(z_true - stats.norm.ppf(q)) <= tol

@@ -398,15 +398,6 @@ def test_delta_and_bootstrap_bands_agree_on_well_specified_problem(logfit):
         U.confidence_band(fit, g, method="bootstrap")
 
 
-@pytest.mark.parametrize("relative", ["log", "absolute", "weight"])
-def test_fit_scale_residuals_rebuild_the_data(relative):
-    rng = np.random.default_rng(0)
-    mu = rng.uniform(5, 100, 50)
-    y = mu * np.exp(rng.normal(0, 0.05, 50))
-    e = U._resid(relative, y, mu)
-    np.testing.assert_allclose(U._rebuild(relative, mu, e), y, rtol=1e-12)
-
-
 def test_relative_weight_fit_bootstrap_and_bands():
     df = simulate_trace("seed_id", TRUTH, 300, noise="heteroscedastic", sigma=0.6, seed=2)
     fit = fit_model(df, relative="weight", n_starts=2)
