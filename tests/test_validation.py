@@ -152,6 +152,16 @@ def test_fold_groups_rules():
         va.fold_groups(sched.assign(config=[None, "a", "b", "c"]))
     with pytest.raises(InputError, match="column `replicate` is missing"):
         va.fold_groups(tr.assign(replicate=[None] + ["r"] * 9))
+    with pytest.raises(InputError, match="column `step` must hold whole numbers"):
+        va.fold_groups(tr.assign(step=tr.step + 0.5))
+    # blocks follow step numbers, so replicate runs stay aligned when steps are dropped
+    rep = pd.concat([tr.assign(replicate="r1"), tr.assign(replicate="r2")], ignore_index=True)
+    kept = rep.drop(index=[0, 12]).reset_index(drop=True)  # steps 9 of r1 and 7 of r2
+    g3 = va.fold_groups(kept, block=4)
+    assert len(set(g3)) == 3
+    # without `step`, ranks within the run (timestamp order)
+    ts = tr.drop(columns="step").assign(timestamp=np.arange(10.0)[::-1])
+    assert list(va.fold_groups(ts, block=4)) == [0, 0, 1, 1, 1, 1, 2, 2, 2, 2]
 
 
 # ---------------------------------------------------------------- regimes, extrapolation
@@ -341,8 +351,10 @@ def _random_trace(data, time_ordered):
     df = pd.DataFrame(rows)
     if time_ordered:
         df = df.drop(columns="config")
-    df["step"] = rng.permutation(n)  # rows out of time order
+    df["step"] = rng.permutation(n) + 5  # rows out of time order
     df["duration_ms"] = 1.0 + rng.random(n)
+    if data.draw(st.booleans(), label="gaps"):  # steps dropped (as notebook 11 drops contended ones)
+        df = df.iloc[rng.permutation(n)[: max(6, n // 2)]].reset_index(drop=True)
     return df
 
 
@@ -356,12 +368,8 @@ def _canonical(df):
 
 
 def _positions(df):
-    """Run and position within the run, in `step` order (brute force)."""
-    pos = np.empty(len(df), int)
-    for idx in df.groupby("replicate").groups.values():
-        idx = np.asarray(df.index.get_indexer(idx))
-        pos[idx[np.argsort(df["step"].to_numpy()[idx], kind="stable")]] = np.arange(idx.size)
-    return df["replicate"].to_numpy(), pos
+    """Run and position in time: the step number from the trace's first step."""
+    return df["replicate"].to_numpy(), df["step"].to_numpy() - df["step"].min()
 
 
 def _union_find(df, block, time_ordered):
