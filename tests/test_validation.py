@@ -504,6 +504,33 @@ def test_make_folds_extrapolate_drops_training_steps_of_a_test_configuration():
     assert list(te) == [4]
 
 
+def test_old_engines_agree_now():
+    """Identical steps filed under different configurations (as Splitwise does) split the
+    former engines: validation grouped by `config`, compare by config and schedule. Both now
+    get their folds from make_folds."""
+    from perfmodel import compare as cmp
+
+    df = make_trace(200, seed=4, noise=0.05)
+    twin = df.iloc[[0, 1]].assign(config="twin")  # step 0 again under another name
+    df = pd.concat([df, twin], ignore_index=True)
+    ref = va.make_folds(df, "grouped", k=5, seed=2)
+    via_compare = cmp._splits(df, "grouped", 5, 2, 0.8, None)
+    assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+               for a, b in zip(ref, via_compare))
+    tab = va.cross_validate(df, bl.LinearBS, "grouped", k=5, seed=2, by_regime=False)
+    folds = tab[tab.fold.isin(range(5))]
+    assert list(folds.n_test) == [te.size for _, te in ref]
+    assert list(folds.n_train) == [tr.size for tr, _ in ref]
+    # the twin rows sit with configuration 0's replicates
+    g = va.fold_groups(df)
+    assert len(set(g[(df["config"] == df.loc[0, "config"]) | (df["config"] == "twin")])) == 1
+    for a, b in zip(cmp._splits(df, "time", 3, 0, 0.8, None), va.make_folds(df, "expanding", 3)):
+        assert np.array_equal(a[1], b[1])
+    for a, b in zip(cmp._splits(df, "extrapolate", 5, 0, 0.7, None),
+                    va.make_folds(df, "extrapolate", quantile=0.7)):
+        assert np.array_equal(a[1], b[1])
+
+
 def test_expanding_follows_time_not_row_order():
     rng = np.random.default_rng(0)
     df = make_trace(120).assign(step=rng.permutation(120))
