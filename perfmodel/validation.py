@@ -376,8 +376,6 @@ def _layout(df: pd.DataFrame, time_ordered: Any) -> _Layout:
         run = pd.factorize(r.astype(str))[0].astype(np.int64)
     else:
         run = np.zeros(n, np.int64)
-    perm = order[np.argsort(run[order], kind="stable")]  # by run, then time
-    rs = run[perm]
     if "step" in df.columns:  # step numbers: blocks stay aligned when rows are dropped
         st = pd.to_numeric(df["step"], errors="coerce").to_numpy(dtype=float)
         bad = st != np.round(st)
@@ -386,6 +384,8 @@ def _layout(df: pd.DataFrame, time_ordered: Any) -> _Layout:
                              f"{_rows(bad, df.index)}")
         pos = (st - st.min()).astype(np.int64)
     else:  # rank within the run
+        perm = order[np.argsort(run[order], kind="stable")]  # by run, then time
+        rs = run[perm]
         pos = np.empty(n, np.int64)
         pos[perm] = np.arange(n) - np.searchsorted(rs, rs, side="left")
     return _Layout(bool(time_ordered), rank, run, pos)
