@@ -608,8 +608,10 @@ def grouped_kfold_requests(df_rows, model=RECOMMENDED, *, k: int = 5, seed: int 
     """Grouped k-fold over configurations ``(B, L)``: out-of-fold request MAPE.
 
     Problem: replicates of one configuration must not sit on both sides of
-    a split (that would leak), so the unique ``(B, L)`` pairs are shuffled
-    (seeded) and dealt into ``k`` folds; each fold is predicted by a model
+    a split (that would leak), so the ``(B, L)`` pairs are the groups of
+    :func:`perfmodel.validation.grouped_kfold` (the splitter every fold in
+    the package comes from: groups shuffled with ``seed``, dealt largest
+    first to the lightest fold); each fold is predicted by a model
     calibrated on the others.
 
     Returns
@@ -628,10 +630,11 @@ def grouped_kfold_requests(df_rows, model=RECOMMENDED, *, k: int = 5, seed: int 
     if len(uniq) < k:
         raise InputError(f"k={k} folds need at least {k} distinct (B, L) configurations, "
                          f"got {len(uniq)}")
-    order = np.random.default_rng(seed).permutation(len(uniq))
-    fold_of_cfg = np.empty(len(uniq), np.int64)
-    fold_of_cfg[order] = np.arange(len(uniq)) % k
-    fold = fold_of_cfg[uniq.get_indexer(cfg)]
+    from .validation import grouped_kfold  # the package's one fold splitter
+
+    fold = np.empty(y.size, np.int64)
+    for i, (_, te) in enumerate(grouped_kfold(uniq.get_indexer(cfg), int(k), seed)):
+        fold[te] = i
     pred = np.full(y.size, np.nan)
     fold_mape, train_mape = [], []
     for i in range(k):

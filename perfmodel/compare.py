@@ -15,16 +15,16 @@ see there).
 
 Folds
 -----
-``cv='grouped'``: k-fold over groups in which no replicate straddles train
-and test.  A group is a connected component of "same ``config``" and "same
-schedule" (``batch_size``, ``total_tokens`` and, when present,
-``chunk_sizes``/``context_lens``), so replicate runs of one configuration
-*and* identical steps filed under different configurations (Splitwise lists
-the P=512, B=1 prefill once per output length) fall on one side.
-``cv='time'``: expanding-window time-series splits (docs/model.md, Evaluation) in
-:func:`perfmodel.trace.time_order`.  ``cv='extrapolate'``: train on steps
-with ``S`` and ``B`` at or below their ``quantile`` (default 0.8), test on
-the rest (capacity planning beyond the measured range).
+Every scheme comes from the package's one fold engine,
+:func:`perfmodel.validation.make_folds` over the leak-free groups of
+:func:`perfmodel.validation.fold_groups` (same ``config``, identical
+schedule and, for a time-ordered trace, contiguous blocks of 25 steps, with
+training steps next to a test step in time purged).
+``cv='grouped'``: k-fold over those groups (k at most the number of
+groups).  ``cv='time'``: expanding-window time-series splits (docs/model.md, Evaluation) in
+:func:`perfmodel.trace.time_order`.  ``cv='extrapolate'``: test the steps
+with ``S`` or ``B`` above their ``quantile`` (default 0.8), train on the
+rest (capacity planning beyond the measured range).
 
 Held-out scores pool the out-of-fold predictions (each step is predicted
 once in grouped CV); ``fold_mape_mean`` is the mean of per-fold MAPEs
@@ -65,9 +65,7 @@ __all__ = [
     "add_compare_arguments",
     "compare",
     "compare_command",
-    "fold_groups",
     "load_trace_arg",
-    "make_splits",
 ]
 
 #: models compared by default (the seed form is fitted through ``seed_id``)
@@ -77,6 +75,8 @@ DEFAULT_MODELS = ("seed_id", "seed_gamma", "seed_ctx", "seed_kv", "seed_attn", "
 DEFAULT_BASELINES = ("linear", "poly2", "poly3", "constant_throughput", "distserve",
                      "random_forest")
 CV_SCHEMES = ("grouped", "time", "extrapolate")
+#: the scheme of :func:`perfmodel.validation.make_folds` behind each ``cv``
+_ENGINE_SCHEME = {"grouped": "grouped", "time": "expanding", "extrapolate": "extrapolate"}
 _CTX_FEATURES = {"ctx_sum", "ctx_max", "attn", "attn_prefill", "decode_ctx", "prefill_sq",
                  "chunk_sd"}
 _REGIMES = ("decode-only", "mixed", "prefill-heavy")
@@ -85,76 +85,20 @@ _REGIMES = ("decode-only", "mixed", "prefill-heavy")
 # ---------------------------------------------------------------------------
 # folds
 # ---------------------------------------------------------------------------
-def fold_groups(df: pd.DataFrame) -> np.ndarray:
-    """Group id of each step such that replicates never straddle a split.
-
-    Two steps share a group when they share ``config`` or the schedule
-    (``batch_size``, ``total_tokens`` and, when present, ``chunk_sizes`` and
-    ``context_lens``), transitively (connected components).
-
-    Returns
-    -------
-    ndarray of int, shape (n,)
-    """
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
-
-    if not isinstance(df, pd.DataFrame):
-        raise InputError(f"df must be a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in ("batch_size", "total_tokens") if c not in df.columns]
-    if missing:
-        raise InputError(f"df lacks column(s) {missing}")
-    n = len(df)
-    if n == 0:
-        raise InputError("df has no rows")
-    cols = ["batch_size", "total_tokens"] + [c for c in ("chunk_sizes", "context_lens")
-                                             if c in df.columns]
-    keys = [pd.factorize(df[cols].astype(str).agg("|".join, axis=1))[0]]
-    if "config" in df.columns:
-        if df["config"].isna().any():
-            bad = np.flatnonzero(df["config"].isna().to_numpy())
-            raise InputError(f"column config is missing at {bad.size} rows (first "
-                             f"{bad[:5].tolist()})")
-        keys.append(pd.factorize(df["config"].astype(str))[0])
-    rows, cols_, off = [], [], n
-    for k in keys:
-        rows.append(np.arange(n))
-        cols_.append(off + k)
-        off += int(k.max()) + 1
-    r, c = np.concatenate(rows), np.concatenate(cols_)
-    graph = coo_matrix((np.ones(r.size), (r, c)), shape=(off, off))
-    return connected_components(graph, directed=False)[1][:n].astype(np.int64)
-
-
-def make_splits(df: pd.DataFrame, cv: str = "grouped", k: int = 5, seed: int = 0, *,
-                quantile: float = 0.8) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The (train, test) position arrays of a cross-validation scheme (module docstring)."""
-    from .trace import time_order
-    from .validation import extrapolation_split, grouped_kfold, time_series_splits
+def _splits(df: pd.DataFrame, cv: str, k: int, seed: int, quantile: float,
+            time_ordered: bool | None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The folds of ``cv``, from the fold engine :func:`perfmodel.validation.make_folds`."""
+    from .validation import fold_groups, make_folds
 
     if cv not in CV_SCHEMES:
         raise InputError(f"cv {cv!r} is not one of {list(CV_SCHEMES)}")
     if cv == "grouped":
-        g = fold_groups(df)
-        ng = np.unique(g).size
+        ng = np.unique(fold_groups(df, time_ordered=time_ordered)).size
         if ng < 2:
             raise InputError("grouped CV needs at least 2 groups of steps; the trace has 1")
-        return grouped_kfold(g, min(k, ng), seed)
-    if cv == "time":
-        return time_series_splits(len(df), k, order=time_order(df))
-    (_, teS), = extrapolation_split(df, "total_tokens", quantile)
-    te = set(teS.tolist())
-    if df["batch_size"].nunique() > 1:
-        try:
-            (_, teB), = extrapolation_split(df, "batch_size", quantile)
-            te |= set(teB.tolist())
-        except InputError:  # nothing above the B quantile: S alone
-            pass
-    test = np.array(sorted(te), dtype=np.int64)
-    train = np.setdiff1d(np.arange(len(df)), test)
-    if train.size == 0:
-        raise InputError("the extrapolation split leaves no training steps")
-    return [(train, test)]
+        k = min(k, ng)
+    return make_folds(df, _ENGINE_SCHEME[cv], k, seed, time_ordered=time_ordered,
+                      quantile=quantile)
 
 
 # ---------------------------------------------------------------------------
@@ -262,7 +206,7 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
             baselines: Sequence[str] | str | None = None, cv: str = "grouped", k: int = 5,
             seed: int = 0, *, relative: str = DEFAULT_SCALE, loss: str = "linear", n_starts: int = 4,
             quantile: float = 0.8, floor=None, in_sample: bool = True,
-            progress=None) -> pd.DataFrame:
+            time_ordered: bool | None = None, progress=None) -> pd.DataFrame:
     """Fit every model and baseline on the same folds and score them held out.
 
     Parameters
@@ -284,6 +228,9 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
     floor : a :class:`perfmodel.noise.NoiseFloor` (default: computed)
     in_sample : also fit every candidate on all steps for ``mape_in``,
         ``n_params``, ``aic``, ``bic`` (False leaves them NaN)
+    time_ordered : whether the folds add time blocks and purge neighbours
+        (:func:`perfmodel.validation.fold_groups`; default: a trace with
+        ``step``/``timestamp`` and no ``config`` column)
     progress : optional callable ``progress(str)`` told each candidate
 
     Returns
@@ -317,7 +264,7 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
     if isinstance(n_starts, bool) or not isinstance(n_starts, (int, np.integer)) or n_starts < 1:
         raise InputError(f"n_starts must be an integer >= 1, got {n_starts!r}")
     df = validate_trace(df).reset_index(drop=True)
-    splits = make_splits(df, cv, int(k), seed, quantile=quantile)
+    splits = _splits(df, cv, int(k), seed, quantile, time_ordered)
     nf = noise_floor(df) if floor is None else floor
     ctx = has_context(df)
     y = df["duration_ms"].to_numpy(float)

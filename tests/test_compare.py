@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfmodel.compare import compare, fold_groups, load_trace_arg, make_splits
+from perfmodel.compare import compare, load_trace_arg
 from perfmodel.errors import InputError
 from perfmodel.model import MODELS, get_model
 from perfmodel.trace import step_features
@@ -52,38 +52,31 @@ def synthetic(n_cfg=90, reps=3, sigma=0.03, seed=0):
 # ---------------------------------------------------------------------------
 # folds
 # ---------------------------------------------------------------------------
-def test_fold_groups_never_split_replicates_or_identical_steps():
+def test_compare_scores_the_fold_engines_folds():
+    """compare() and validation.cross_validate score one model on the same folds (those of
+    validation.make_folds), so their grouped k-fold MAPEs agree; identical steps filed under
+    another configuration (as Splitwise does) included."""
+    from perfmodel import validation as va
+    from perfmodel.baselines import get_baseline
+
     df = synthetic(n_cfg=30, reps=3)
-    # an identical step filed under another configuration (as Splitwise does)
     twin = df.iloc[[0]].assign(config="other-name")
     df = pd.concat([df, twin, twin.assign(config="third")], ignore_index=True)
-    g = fold_groups(df)
-    for _, te in make_splits(df, "grouped", k=5, seed=1):
-        test = np.zeros(len(df), bool)
-        test[te] = True
-        for col in ("config", "chunk_sizes"):
-            side = pd.Series(test).groupby(df[col].to_numpy()).nunique()
-            assert (side == 1).all(), f"{col} straddles train and test"
-    assert len(set(g[df["config"].isin(["other-name", "third", df.loc[0, "config"]])])) == 1
-    # every step is tested exactly once
-    te_all = np.concatenate([te for _, te in make_splits(df, "grouped", k=5)])
-    assert np.array_equal(np.sort(te_all), np.arange(len(df)))
-
-
-def test_extrapolation_split_trains_low_tests_high():
-    df = synthetic(n_cfg=60, reps=2)
-    (tr, te), = make_splits(df, "extrapolate", quantile=0.75)
-    S, B = df["total_tokens"].to_numpy(), df["batch_size"].to_numpy()
-    qs, qb = np.quantile(S, 0.75), np.quantile(B, 0.75)
-    assert np.all(S[tr] <= qs) and np.all(B[tr] <= qb)
-    assert np.all((S[te] > qs) | (B[te] > qb))
-    assert tr.size + te.size == len(df)
-
-
-def test_time_split_is_in_time_order():
-    df = synthetic(n_cfg=30, reps=2).assign(step=lambda d: np.arange(len(d))[::-1])
-    for tr, te in make_splits(df, "time", k=3):
-        assert df["step"].to_numpy()[tr].max() < df["step"].to_numpy()[te].min()
+    for cv, scheme in (("grouped", "grouped"), ("time", "expanding")):
+        d = df.assign(step=np.random.default_rng(1).permutation(len(df))) if cv == "time" else df
+        tab = compare(d, models=[], baselines=["linear"], cv=cv, k=4, seed=1,
+                      in_sample=False).set_index("name")
+        ref = va.cross_validate(d, lambda: get_baseline("linear", relative=True), scheme, k=4,
+                                seed=1, by_regime=False)
+        per_fold = ref[ref.fold.isin(range(4))]
+        assert tab.loc["linear", "k"] == 4
+        assert tab.loc["linear", "fold_mape_mean"] == pytest.approx(per_fold.MAPE.mean(), rel=1e-12)
+        if cv == "grouped":
+            pooled = ref[ref.fold == "pooled"].MAPE.iloc[0]
+            assert tab.loc["linear", "MAPE"] == pytest.approx(pooled, rel=1e-12)
+    # k is capped at the number of groups
+    few = df[df["config"].isin(df["config"].unique()[:3])]
+    assert compare(few, models=[], baselines=["linear"], k=5, in_sample=False)["k"].iloc[0] == 3
 
 
 # ---------------------------------------------------------------------------
