@@ -55,7 +55,7 @@ def test_readme_paths_exist():
     missing = []
     for token in re.findall(r"`([^`\s]+)`", text):
         path = token.rstrip(".,;:")
-        if path.startswith(tops) and not any(c in path for c in "*<>$"):
-            if not (ROOT / path).exists():
-                missing.append(path)
+        named = path.startswith(tops) and not any(c in path for c in "*<>$")
+        if named and not (ROOT / path).exists():
+            missing.append(path)
     assert not missing, f"README names paths that do not exist: {missing}"
