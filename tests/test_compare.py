@@ -331,3 +331,20 @@ def test_seed_attn_can_fall_when_a_decode_becomes_a_chunk():
     f = step_features(_frame([([512, 1], [0, 8000]), ([512, 2], [0, 8000])]))
     t = m.predict(th, f)
     assert t[1] < t[0]
+
+
+def test_grouped_cv_on_a_time_ordered_trace_uses_contiguous_folds():
+    """Blocked folds: each test fold is one stretch of time, and little training is purged."""
+    from perfmodel.compare import _splits
+
+    rng = np.random.default_rng(0)
+    n = 600
+    df = pd.DataFrame({"step": np.arange(n), "batch_size": rng.integers(1, 64, n),
+                       "total_tokens": rng.permutation(np.arange(64, 64 + n)),  # no repeats
+                       "duration_ms": rng.uniform(5, 50, n)})
+    splits = _splits(df, "grouped", 3, 0, 0.8, None)
+    assert len(splits) == 3
+    for train, test in splits:
+        t = np.sort(df["step"].to_numpy()[test])
+        assert t[-1] - t[0] + 1 == t.size                 # one contiguous stretch
+        assert train.size >= n - t.size - 2 * 24          # only the neighbours are purged
