@@ -58,6 +58,7 @@ import pandas as pd
 from scipy import optimize
 
 from .errors import FitError, InputError
+from .features import uniform_batch_features
 from .fit import fit_curve
 from .model import Model, get_model
 from .models_ctx import RECOMMENDED
@@ -157,10 +158,11 @@ def static_batch_steps(B, L) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Every engine step of static batches of ``B`` requests x ``L`` in / ``L`` out tokens.
 
     Problem: a row's latency is the sum of its ``L`` steps; build the features
-    of all steps of all rows at once, with the same definitions as
-    :func:`perfmodel.trace.step_features` and
-    :func:`perfmodel.simulate.batch_features` (verified equal to the latter,
-    step by step, in ``tests/test_calibrate.py``).
+    of all steps of all rows at once with
+    :func:`perfmodel.features.uniform_batch_features` (every request of a step
+    has the same chunk and context; verified equal to
+    :func:`perfmodel.features.batch_features`, step by step, in
+    ``tests/test_calibrate.py``).
 
     Row ``r`` owns steps ``starts[r] .. starts[r] + L[r] - 1``: first the
     prefill (chunk ``L``, context 0 for each of the ``B`` requests), then
@@ -196,20 +198,7 @@ def static_batch_steps(B, L) -> tuple[dict[str, np.ndarray], np.ndarray]:
     pre = k == 0
     chunk = np.where(pre, Ls, 1.0)
     ctx = np.where(pre, 0.0, Ls + k - 1.0)
-    pair = chunk * (ctx + chunk / 2.0)
-    is_pre = chunk > 1
-    feats = {
-        "B": Bs,
-        "S": Bs * chunk,
-        "ctx_sum": Bs * ctx,
-        "ctx_max": ctx,
-        "attn": Bs * pair,
-        "attn_prefill": np.where(is_pre, Bs * pair, 0.0),
-        "decode_ctx": np.where(is_pre, 0.0, Bs * ctx),
-        "prefill_sq": np.where(is_pre, Bs * chunk * chunk, 0.0),
-        "chunk_sd": np.zeros_like(Bs),
-    }
-    return feats, starts
+    return uniform_batch_features(Bs, chunk, ctx), starts
 
 
 def integrate_predict(model, theta, steps, starts) -> np.ndarray:

@@ -54,6 +54,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import FitError, InputError
+from .features import CONTEXT_KEYS
 
 __all__ = [
     "CV_SCHEMES",
@@ -75,8 +76,7 @@ DEFAULT_MODELS = ("seed_id", "seed_gamma", "seed_ctx", "seed_kv", "seed_attn", "
 DEFAULT_BASELINES = ("linear", "poly2", "poly3", "constant_throughput", "distserve",
                      "random_forest")
 CV_SCHEMES = ("grouped", "time", "extrapolate")
-_CTX_FEATURES = {"ctx_sum", "ctx_max", "attn", "attn_prefill", "decode_ctx", "prefill_sq",
-                 "chunk_sd"}
+_CTX_FEATURES = frozenset(CONTEXT_KEYS)
 _REGIMES = ("decode-only", "mixed", "prefill-heavy")
 
 

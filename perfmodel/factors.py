@@ -63,18 +63,15 @@ def step_factor_table(df: pd.DataFrame) -> pd.DataFrame:
 
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"df must be a pandas DataFrame, got {type(df).__name__}")
-    f = step_features(df)
+    f = step_features(df, counts_keys=True)
     out = pd.DataFrame({"num_requests": f["B"]}, index=df.index)
     if "chunk_sd" in f:
-        from .trace import parse_int_list
-
         out["chunk_sd"] = f["chunk_sd"]
-        cs = [parse_int_list(v) for v in df["chunk_sizes"]]
-        out["max_chunk"] = [int(c.max()) for c in cs]
+        out["max_chunk"] = f["max_chunk"].astype(np.int64)
         out["ctx_max"] = f["ctx_max"]
         out["ctx_sum"] = f["ctx_sum"]
         out["attn"] = f["attn"]
-        nd = np.array([int((c == 1).sum()) for c in cs])
+        nd = f["n_decode"].astype(np.int64)
         out["num_decode"] = nd
         out["num_prefill"] = f["B"] - nd
     for c in ("num_decode", "num_prefill"):

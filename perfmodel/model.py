@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import InputError
+from .features import CONTEXT_KEYS
 
 __all__ = [
     "MODELS",
@@ -157,10 +158,9 @@ class Model:
             feats = step_features(feats)
         missing = [k for k in self.requires if k not in feats]
         if missing:
-            ctx = {"ctx_sum", "ctx_max", "attn", "decode_ctx", "prefill_sq", "attn_prefill"}
             hint = (
                 " (this model needs per-request 'chunk_sizes' and 'context_lens' columns in the trace)"
-                if set(missing) & ctx
+                if set(missing) & set(CONTEXT_KEYS)
                 else ""
             )
             raise InputError(f"model {self.name!r} needs features {missing}{hint}")

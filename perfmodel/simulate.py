@@ -72,6 +72,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputError
+from .features import batch_features
 
 __all__ = [
     "POLICIES",
@@ -149,56 +150,8 @@ def _check_model(model):
 
 
 # ---------------------------------------------------------------------------
-# step features of one batch
+# step time of one batch (features: perfmodel.features.batch_features)
 # ---------------------------------------------------------------------------
-
-def batch_features(chunk_sizes, context_lens=None) -> dict[str, np.ndarray]:
-    """Step features of one batch from its per-request chunk sizes and contexts.
-
-    Problem: the simulator and the SLA scheduler build batches in memory and
-    need the same features :func:`perfmodel.trace.step_features` computes from
-    a trace row, without formatting strings.  Same definitions: ``B``,
-    ``S = sum c_i``, ``ctx_sum``, ``ctx_max``, ``attn = sum c_i (ctx_i + c_i/2)``,
-    ``attn_prefill`` (the same over ``c_i > 1``), ``decode_ctx`` (sum of
-    ``ctx_i`` over ``c_i == 1``), ``prefill_sq``, ``chunk_sd`` (population).
-    Verified equal to ``step_features`` on random batches in
-    ``tests/test_simulate.py``.
-
-    Parameters
-    ----------
-    chunk_sizes : sequence of int >= 1
-    context_lens : sequence of int >= 0, optional (zeros when omitted)
-
-    Returns
-    -------
-    dict of str -> numpy.ndarray of length 1
-    """
-    c = np.asarray(chunk_sizes, dtype=float).ravel()
-    if c.size == 0:
-        raise InputError("chunk_sizes is empty: a step needs at least one request")
-    if not np.all(np.isfinite(c)) or np.any(c < 1):
-        raise InputError("chunk_sizes must be integers >= 1, got "
-                         f"{np.asarray(chunk_sizes).tolist()[:10]}")
-    x = np.zeros_like(c) if context_lens is None else np.asarray(context_lens, float).ravel()
-    if x.shape != c.shape:
-        raise InputError(f"context_lens has {x.size} items, chunk_sizes has {c.size}")
-    if not np.all(np.isfinite(x)) or np.any(x < 0):
-        raise InputError("context_lens must be integers >= 0")
-    pre = c > 1
-    pair = c * (x + c / 2.0)
-    one = lambda v: np.array([float(v)])
-    return {
-        "B": one(c.size),
-        "S": one(c.sum()),
-        "ctx_sum": one(x.sum()),
-        "ctx_max": one(x.max()),
-        "attn": one(pair.sum()),
-        "attn_prefill": one(pair[pre].sum()),
-        "decode_ctx": one(x[c == 1].sum()),
-        "prefill_sq": one((c[pre] ** 2).sum()),
-        "chunk_sd": one(c.std()),
-    }
-
 
 def _predict_one(model, feats) -> float:
     y = np.asarray(model.predict(feats), dtype=float).ravel()

@@ -66,7 +66,7 @@ import pandas as pd
 from scipy import stats
 
 from .errors import InputError
-from .simulate import batch_features
+from .features import batch_features
 
 __all__ = [
     "DEFAULT_SEQS_GRID",
@@ -1006,7 +1006,7 @@ def schedule_batch_with_sla(fit, requests, sla_ms: float, *, q: float | None = N
     shrink tokens or requests.  Rule, in order:
 
     1. predict the batch as given (features from the chunks and contexts,
-       :func:`perfmodel.simulate.batch_features`); keep it if it meets the SLA;
+       :func:`perfmodel.features.batch_features`); keep it if it meets the SLA;
     2. trim tokens: remove the fewest prompt tokens, taking from the largest
        prefill chunk first (water-filling; every request keeps >= 1 token,
        decodes are never trimmed), that bring the prediction within the SLA,

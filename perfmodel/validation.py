@@ -21,8 +21,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfmodel.baselines import _CHUNKS, _check_trace, _parse_column, _rows
+from perfmodel.baselines import _CHUNKS, _check_trace, _rows
 from perfmodel.errors import InputError
+from perfmodel.features import row_reduce
+from perfmodel.trace import parse_list_column
 
 __all__ = [
     "REGIMES",
@@ -268,9 +270,9 @@ def regime(df: pd.DataFrame, prefill_ratio: float = 32.0) -> pd.Series:
         nd = pd.to_numeric(df["num_decode"], errors="coerce").to_numpy(dtype=float)
         no_decode = nd == 0
     elif _CHUNKS in df.columns:
-        parts, _, ok = _parse_column(df[_CHUNKS])
-        no_decode = np.array([bool(g) and bool((p > 1).all()) for p, g in zip(parts, ok)],
-                             dtype=bool)
+        col = parse_list_column(df[_CHUNKS])
+        smallest = row_reduce(col.flat.astype(float), col.counts, "min")
+        no_decode = col.ok & (col.counts > 0) & (smallest > 1)
     heavy = ~decode & ((S / B >= prefill_ratio) | no_decode)
     lab = np.where(decode, REGIMES[0], np.where(heavy, REGIMES[2], REGIMES[1]))
     return pd.Series(pd.Categorical(lab, categories=list(REGIMES)), index=df.index,

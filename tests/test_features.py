@@ -310,16 +310,3 @@ def test_context_keys_is_the_one_list():
                                           "chunk_sizes": ["4;1"], "context_lens": ["0;9"]}))
     assert tuple(f)[2:] == CONTEXT_KEYS
 
-
-def test_the_frozen_references_are_the_live_old_code(example, simulated_batches):
-    """(Until the old code is deleted) the _old_* copies give what the old functions give."""
-    old = trace.step_features(example)
-    c, x = _lists(example)
-    ref = _old_trace_features(old["B"], old["S"], np.concatenate(c), np.concatenate(x),
-                              np.array([p.size for p in c]))
-    for k in ref:
-        assert _same_bits(old[k], ref[k]), k
-    for a, b in simulated_batches[:300]:
-        o, r = simulate.batch_features(a, b), _old_batch_features(a, b)
-        for k in r:
-            assert _same_bits(o[k], r[k]), k
