@@ -60,8 +60,7 @@ from scipy import optimize
 from .errors import FitError, InputError
 from .features import uniform_batch_features
 from .fit import fit_curve
-from .model import Model, get_model
-from .models_ctx import RECOMMENDED
+from .model import RECOMMENDED, Model, get_model
 
 __all__ = [
     "REQUEST_COLUMNS",
@@ -333,7 +332,7 @@ def _starts(m: Model, f, starts, y, free, hold, n_starts: int, seed: int) -> lis
 # the calibration
 # ---------------------------------------------------------------------------
 
-def calibrate_from_requests(df_rows, model=RECOMMENDED, seed: int = 0, n_starts: int = 4, *,
+def calibrate_from_requests(df_rows, model=RECOMMENDED["context"], seed: int = 0, n_starts: int = 4, *,
                             fixed=None, max_nfev: int | None = 2000, scale: bool = True):
     """Fit a step model to static-batch request latencies.
 
@@ -560,7 +559,7 @@ class KFold(NamedTuple):
     fold_mape: list
 
 
-def heldout_evaluation(df_rows, train_mask, model=RECOMMENDED, *, seed: int = 0,
+def heldout_evaluation(df_rows, train_mask, model=RECOMMENDED["context"], *, seed: int = 0,
                        n_starts: int = 4, fixed=None) -> HeldOut:
     """Calibrate on the rows in ``train_mask`` and score the others.
 
@@ -597,7 +596,7 @@ def heldout_evaluation(df_rows, train_mask, model=RECOMMENDED, *, seed: int = 0,
                    pred_ms=pred, y_ms=y)
 
 
-def grouped_kfold_requests(df_rows, model=RECOMMENDED, *, k: int = 5, seed: int = 0,
+def grouped_kfold_requests(df_rows, model=RECOMMENDED["context"], *, k: int = 5, seed: int = 0,
                            n_starts: int = 4, fixed=None) -> KFold:
     """Grouped k-fold over configurations ``(B, L)``: out-of-fold request MAPE.
 

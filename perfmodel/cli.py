@@ -95,12 +95,12 @@ def _check_output(path, force: bool) -> Path:
 
 
 def resolve_model(name: str, df) -> str:
-    """Resolve ``auto``: the context-aware model when the trace has per-request context."""
+    """Resolve ``auto`` to :func:`perfmodel.model.default_for` of the trace ``df``."""
     if name != "auto":
         return name
-    from .trace import has_context
+    from .model import default_for
 
-    return "seed_ctx_mono" if has_context(df) else "seed_id"
+    return default_for(df)
 
 
 # ---------------------------------------------------------------------------
@@ -204,7 +204,7 @@ def cmd_diagnose(args):
 
 # ---------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    from .model import MODELS
+    from .model import MODELS, RECOMMENDED
 
     p = _Parser(prog="perfmodel", description="Step-latency models for LLM serving engines.")
     p.add_argument("--version", action="version", version=f"perfmodel {__version__}")
@@ -224,8 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("trace", help="step trace (CSV, Parquet or JSON Lines)")
     common(f, out=True)
     f.add_argument("--model", default=DEFAULT_MODEL, choices=["auto", *sorted(MODELS)],
-                   help="model (default: auto = seed_ctx_mono when the trace has chunk_sizes and "
-                        "context_lens, else seed_id)")
+                   help=f"model (default: auto = {RECOMMENDED['context']} when the trace has "
+                        f"chunk_sizes and context_lens, else {RECOMMENDED['no_context']})")
     f.add_argument("--loss", default=DEFAULT_LOSS,
                    choices=["linear", "huber", "soft_l1", "cauchy", "tukey"])
     g = f.add_mutually_exclusive_group()

@@ -55,6 +55,7 @@ import pandas as pd
 
 from .errors import FitError, InputError
 from .features import CONTEXT_KEYS
+from .model import MODELS
 
 __all__ = [
     "CV_SCHEMES",
@@ -69,9 +70,9 @@ __all__ = [
     "make_splits",
 ]
 
-#: models compared by default (the seed form is fitted through ``seed_id``)
-DEFAULT_MODELS = ("seed_id", "seed_gamma", "seed_ctx", "seed_kv", "seed_attn", "seed_attn_kv",
-                  "seed_ctx_mono")
+#: models compared by default: every registered member fitted as itself (the seed form is
+#: fitted through ``seed_id``), in registration order
+DEFAULT_MODELS = tuple(name for name, m in MODELS.items() if m.fitted_as is None)
 #: baselines compared by default
 DEFAULT_BASELINES = ("linear", "poly2", "poly3", "constant_throughput", "distserve",
                      "random_forest")

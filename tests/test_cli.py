@@ -237,3 +237,21 @@ def test_random_state_must_be_an_integer(tmp_path, capsys):
     rc, _, err = run(["fit", EXAMPLE, "-o", tmp_path / "f.json", "--random-state", "x"], capsys)
     assert rc == 2 and "--random-state: invalid int value" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_auto_model_is_the_registry_default(capsys):
+    import pandas as pd
+
+    from perfmodel.cli import resolve_model
+    from perfmodel.model import RECOMMENDED
+
+    bs = pd.DataFrame({"batch_size": [1], "total_tokens": [3]})
+    assert resolve_model("auto", bs) == RECOMMENDED["no_context"] == "seed_id"
+    ctx = bs.assign(chunk_sizes=["3"], context_lens=["0"])
+    assert resolve_model("auto", ctx) == RECOMMENDED["context"] == "seed_ctx_mono"
+    assert resolve_model("seed_gamma", ctx) == "seed_gamma"
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert ("default: auto = seed_ctx_mono when the trace has chunk_sizes and context_lens, "
+            "else seed_id") in text
