@@ -471,7 +471,7 @@ def format_table(table: pd.DataFrame) -> str:
 
 def compare_command(args) -> tuple[str, dict]:
     """Run ``perfmodel compare``: write the table (CSV) and return (text, json dict)."""
-    from .results import atomic_write_text
+    from ._io import atomic_write_text
 
     out = Path(args.output)
     if out.exists() and not args.force:

@@ -65,6 +65,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ._io import json_safe
 from .errors import InputError
 from .features import batch_features
 
@@ -463,7 +464,7 @@ class SlaAnswer:
     capped: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (_jf(v) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+        return json_safe(asdict(self))
 
 
 @dataclass(frozen=True)
@@ -489,11 +490,7 @@ class BatchAnswer:
     capped: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (_jf(v) if isinstance(v, float) else v) for k, v in asdict(self).items()}
-
-
-def _jf(x):
-    return None if x is None or not math.isfinite(x) else float(x)
+        return json_safe(asdict(self))
 
 
 def _solve_tokens(pred: Predictor, Bs: np.ndarray, targets: np.ndarray, s_max: int):
@@ -1158,7 +1155,7 @@ def sla_command(args) -> tuple[str, dict]:
         d = recommend_token_budget(fit, args.target_ms, 0.95 if q is None else q,
                                    max_num_seqs_grid=grid, s_max=args.s_max,
                                    cover=getattr(args, "cover", "full_step"), **kw)
-        d = _json_safe(d)
+        d = json_safe(d)
         if d["feasible"]:
             text = (f"recommended: --max-num-seqs {d['max_num_seqs']} --max-num-batched-tokens "
                     f"{d['max_num_batched_tokens']}\n{d['reason']}\n"
@@ -1171,7 +1168,7 @@ def sla_command(args) -> tuple[str, dict]:
     if args.frontier:
         grid = _int_list(args.batch_sizes, "--batch-sizes")
         df = frontier(fit, grid, args.target_ms, q, s_max=args.s_max, **kw)
-        recs = _json_safe(df.astype(object).where(df.notna(), None).to_dict("records"))
+        recs = json_safe(df.astype(object).where(df.notna(), None).to_dict("records"))
         text = df.to_string(index=False)
         return text, {"mode": "frontier", "target_ms": args.target_ms, "q": q, "rows": recs}
     if args.total_tokens is not None:
@@ -1189,18 +1186,3 @@ def sla_command(args) -> tuple[str, dict]:
             if a.feasible else a.reason)
     return text, {"mode": "max_tokens", **a.to_dict()}
 
-
-def _json_safe(x):
-    if isinstance(x, dict):
-        return {k: _json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_safe(v) for v in x]
-    if isinstance(x, (bool, np.bool_)):
-        return bool(x)
-    if isinstance(x, (int, np.integer)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        return _jf(float(x))
-    if x is pd.NA:
-        return None
-    return x

@@ -68,7 +68,6 @@ from __future__ import annotations
 import math
 import os
 import sys
-import tempfile
 from numbers import Integral, Real
 from pathlib import Path
 
@@ -76,6 +75,7 @@ import numpy as np
 import pandas as pd
 
 from . import __version__
+from ._io import atomic_open
 from .errors import InputError
 from .model import Model, get_model
 from .trace import step_features, validate_trace
@@ -554,18 +554,8 @@ def write_example_trace(path, *, overwrite: bool = True) -> Path:
                         noise=spec["noise"], sigma=spec["sigma"], seed=spec["seed"],
                         regime_mix=spec["regime_mix"], max_batch=spec["max_batch"],
                         token_cap=spec["token_cap"], max_context=spec["max_context"])
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            df.to_csv(fh, index=False, lineterminator="\n")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file normal permissions
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_open(p, "w", force=True) as fh:
+        df.to_csv(fh, index=False, lineterminator="\n")
     return p
 
 

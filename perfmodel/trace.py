@@ -40,7 +40,6 @@ Examples
 from __future__ import annotations
 
 import csv
-import hashlib
 import os
 from collections import Counter
 from collections.abc import Mapping
@@ -51,6 +50,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from ._io import sha256_file
 from .errors import InputError
 from .features import request_features, row_reduce
 
@@ -748,12 +748,7 @@ def _check_header_duplicates(p: Path, sep: str) -> None:
 
 def trace_sha256(path) -> str:
     """Return the hex sha256 of a trace file's bytes (for provenance records)."""
-    p = _check_file(path)
-    h = hashlib.sha256()
-    with open(p, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return sha256_file(_check_file(path))
 
 
 # ---------------------------------------------------------------------------

@@ -255,3 +255,13 @@ def test_auto_model_is_the_registry_default(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert ("default: auto = seed_ctx_mono when the trace has chunk_sizes and context_lens, "
             "else seed_id") in text
+
+
+def test_an_output_that_is_not_a_regular_file_is_refused_before_fitting(tmp_path, capsys):
+    real = tmp_path / "real.json"
+    real.write_text("keep\n")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    rc, _, err = run(["fit", EXAMPLE, "-o", link, "--force", "--model", "seed_id"], capsys)
+    assert rc == 2 and "is a symbolic link, not a regular file" in err
+    assert real.read_text() == "keep\n" and link.is_symlink()
