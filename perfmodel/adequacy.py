@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ._checks import check_int_range
 from .errors import InputError
 
 __all__ = [
@@ -140,9 +141,7 @@ def _vec(x, name, n=None, *, positive=False) -> np.ndarray:
 
 
 def _int(v, name, lo):
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-        raise InputError(f"{name} must be an integer >= {lo}, got {v!r}")
-    return int(v)
+    return check_int_range(name, v, lo)
 
 
 # ---------------------------------------------------------------------------

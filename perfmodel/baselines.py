@@ -27,14 +27,13 @@ messages.
 """
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
+from perfmodel._checks import rows_text
 from perfmodel.errors import InputError
 from perfmodel.features import CONTEXT_KEYS, request_features, row_reduce
-from perfmodel.trace import parse_list_column
+from perfmodel.trace import check_step_columns, parse_list_column
 
 __all__ = [
     "BASELINES",
@@ -55,64 +54,8 @@ _CONTEXT = tuple(k for k in CONTEXT_KEYS if k != "attn_prefill")
 
 
 # ----------------------------------------------------------------------------
-# trace checks and features (shared with perfmodel.validation)
+# per-request features
 # ----------------------------------------------------------------------------
-def _plain(v):
-    return v.item() if isinstance(v, np.generic) else v
-
-
-def _rows(mask: np.ndarray, index, k: int = 5) -> str:
-    bad = np.flatnonzero(mask)
-    labels = ", ".join(repr(_plain(index[i])) for i in bad[:k])
-    more = ", ..." if bad.size > k else ""
-    return f"rows [{labels}{more}] ({bad.size} of {mask.size})"
-
-
-def _column(df: pd.DataFrame, col: str, problems: list[str]) -> np.ndarray:
-    """Column as float; a missing/non-numeric entry is reported in ``problems``."""
-    a = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float)
-    bad = ~np.isfinite(a)
-    if bad.any():
-        problems.append(f"column `{col}` has missing or non-numeric values at "
-                        f"{_rows(bad, df.index)}")
-    return a
-
-
-def _check_trace(df: Any, need_y: bool, name: str = "df") -> dict[str, np.ndarray]:
-    """Check a step trace; return ``B``, ``S`` (and ``T`` when ``need_y``).
-
-    One InputError lists every problem found (column, first rows, count).
-    """
-    if not isinstance(df, pd.DataFrame):
-        raise InputError(f"`{name}` must be a pandas DataFrame (a step trace), "
-                         f"got {type(df).__name__}")
-    need = [_B, _S] + ([_T] if need_y else [])
-    missing = [c for c in need if c not in df.columns]
-    if missing:
-        raise InputError(f"`{name}` lacks column(s) {missing}; has {list(df.columns)[:12]}")
-    if len(df) == 0:
-        raise InputError(f"`{name}` has no rows")
-    problems: list[str] = []
-    B, S = _column(df, _B, problems), _column(df, _S, problems)
-    with np.errstate(invalid="ignore"):
-        if (B < 1).any():
-            problems.append(f"column `{_B}` must be >= 1; fails at {_rows(B < 1, df.index)}")
-        if (S < B).any():
-            problems.append(f"column `{_S}` must be >= `{_B}`; fails at "
-                            f"{_rows(S < B, df.index)}")
-    out = {"B": B, "S": S}
-    if need_y:
-        T = _column(df, _T, problems)
-        with np.errstate(invalid="ignore"):
-            if (T <= 0).any():
-                problems.append(f"column `{_T}` must be > 0; fails at "
-                                f"{_rows(T <= 0, df.index)}")
-        out["T"] = T
-    if problems:
-        raise InputError(f"`{name}`: " + "; ".join(problems))
-    return out
-
-
 def _has_requests(df: pd.DataFrame) -> bool:
     return _CHUNKS in df.columns and _CTX in df.columns
 
@@ -131,7 +74,7 @@ def _request_features(df: pd.DataFrame, name: str = "df") -> dict[str, np.ndarra
     if missing:
         raise InputError(f"`{name}` lacks column(s) {missing}, needed for per-request "
                          "features (';'-joined integers per step)")
-    base = _check_trace(df, need_y=False, name=name)
+    base = check_step_columns(df, need_y=False, name=name)
     n = len(df)
     keys = (*_CONTEXT, "n_decode", "s_prefill")
     out = {k: np.zeros(n) for k in keys}
@@ -158,7 +101,7 @@ def _request_features(df: pd.DataFrame, name: str = "df") -> dict[str, np.ndarra
         (badval, "chunk sizes must be >= 1 and context lengths >= 0"),
         (badsum, f"`{_CHUNKS}` must sum to `{_S}`"),
     )
-    problems = [f"{what}: fails at {_rows(mask, df.index)}"
+    problems = [f"{what}: fails at {rows_text(mask, df.index)}"
                 for mask, what in checks if mask.any()]
     if problems:
         raise InputError("; ".join(problems))
@@ -219,7 +162,7 @@ class Baseline:
     def fit(self, df: pd.DataFrame) -> Baseline:
         """Fit on a step trace with ``duration_ms``; return self."""
         self._check_relative()
-        feats = _check_trace(df, need_y=True)
+        feats = check_step_columns(df, need_y=True)
         X = self._design(df, feats)
         self.coef_, self.rank_ = _lstsq(X, feats["T"], self._weights(feats["T"]))
         self.n_train_ = len(df)
@@ -229,7 +172,7 @@ class Baseline:
         """Predicted step time (ms) for each row of ``df``."""
         if not hasattr(self, "coef_"):
             _not_fitted(self)
-        feats = _check_trace(df, need_y=False)
+        feats = check_step_columns(df, need_y=False)
         return self._design(df, feats) @ self.coef_
 
     def __repr__(self) -> str:
@@ -281,7 +224,7 @@ class ConstantThroughput(Baseline):
         from scipy.optimize import lsq_linear
 
         self._check_relative()
-        feats = _check_trace(df, need_y=True)
+        feats = check_step_columns(df, need_y=True)
         X, y = self._design(df, feats), feats["T"]
         scale = np.abs(X).max(axis=0)
         w = self._weights(y)
@@ -358,7 +301,7 @@ class Polynomial(Baseline):
         if self.degree not in (2, 3) or isinstance(self.degree, bool):
             raise InputError(f"`degree` must be 2 or 3, got {self.degree!r}")
         self._check_relative()
-        feats = _check_trace(df, need_y=True)
+        feats = check_step_columns(df, need_y=True)
         X = np.column_stack([feats["B"], feats["S"]])
         self.pipeline_ = make_pipeline(
             StandardScaler(), PolynomialFeatures(self.degree, include_bias=False),
@@ -372,7 +315,7 @@ class Polynomial(Baseline):
         """Predicted step time (ms)."""
         if not hasattr(self, "pipeline_"):
             _not_fitted(self)
-        feats = _check_trace(df, need_y=False)
+        feats = check_step_columns(df, need_y=False)
         return self.pipeline_.predict(np.column_stack([feats["B"], feats["S"]]))
 
     def __repr__(self) -> str:
@@ -425,7 +368,7 @@ class RandomForest(Baseline):
             raise InputError(f"`use_context` must be 'auto', True or False, "
                              f"got {self.use_context!r}")
         self._check_relative()
-        feats = _check_trace(df, need_y=True)
+        feats = check_step_columns(df, need_y=True)
         use = _has_requests(df) if self.use_context == "auto" else bool(self.use_context)
         X = self._X(df, feats, use)
         y = np.log(feats["T"]) if self.relative else feats["T"]
@@ -441,7 +384,7 @@ class RandomForest(Baseline):
         """Predicted step time (ms)."""
         if not hasattr(self, "forest_"):
             _not_fitted(self)
-        feats = _check_trace(df, need_y=False)
+        feats = check_step_columns(df, need_y=False)
         X = self._X(df, feats, len(self.features_) > 2)
         p = self.forest_.predict(X)
         return np.exp(p) if self.relative else p

@@ -57,6 +57,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
+from ._checks import check_int_range
 from .errors import FitError, InputError
 from .features import uniform_batch_features
 from .fit import fit_curve
@@ -412,10 +413,8 @@ def calibrate_from_requests(df_rows, model=RECOMMENDED["context"], seed: int = 0
     from .results import FitResult
 
     m = _check_model(model)
-    if not isinstance(n_starts, (int, np.integer)) or isinstance(n_starts, bool) or n_starts < 1:
-        raise InputError(f"n_starts must be an integer >= 1, got {n_starts!r}")
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
-        raise InputError(f"seed must be an integer, got {seed!r}")
+    n_starts = check_int_range("n_starts", n_starts, 1)
+    seed = check_int_range("seed", seed)
     names, p = m.param_names, m.n_params
     hold = m.lower.copy()
     user_fixed = np.zeros(p, bool)
@@ -614,8 +613,7 @@ def grouped_kfold_requests(df_rows, model=RECOMMENDED["context"], *, k: int = 5,
         the k fits, %), ``fold_mape`` (held-out MAPE per fold, %)
     """
     B, L, y = _check_rows(df_rows)
-    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 2:
-        raise InputError(f"k must be an integer >= 2, got {k!r}")
+    k = check_int_range("k", k, 2)
     cfg = pd.MultiIndex.from_arrays([B, L])
     uniq = cfg.unique()
     if len(uniq) < k:

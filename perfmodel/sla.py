@@ -65,6 +65,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ._checks import check_int_range, check_positive, check_probability
 from ._io import json_safe
 from .errors import InputError
 from .features import batch_features
@@ -98,34 +99,15 @@ _FEATURE_KEYS = ("B", "S")
 # ---------------------------------------------------------------------------
 
 def _int_arg(name: str, value, minimum: int = 1) -> int:
-    if isinstance(value, bool):
-        raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if (isinstance(value, (float, np.floating)) and math.isfinite(value)
-            and float(value).is_integer()):
-        value = int(value)
-    if not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+    return check_int_range(name, value, minimum, integral_float=True)
 
 
 def _target_arg(name: str, value) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{name} must be a positive finite number of ms, got {value!r}") from None
-    if not math.isfinite(x) or x <= 0:
-        raise InputError(f"{name} must be a positive finite number of ms, got {value!r}")
-    return x
+    return check_positive(name, value, unit="ms")
 
 
 def _q_arg(q) -> float:
-    try:
-        x = float(q)
-    except (TypeError, ValueError):
-        raise InputError(f"q must be a probability in (0, 1), got {q!r}") from None
-    if not (0.0 < x < 1.0):
-        raise InputError(f"q must be a probability in (0, 1), got {q!r}")
-    return x
+    return check_probability("q", q)
 
 
 def _check_predictor_like(fit):

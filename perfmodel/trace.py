@@ -50,6 +50,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from ._checks import rows_text
 from ._io import sha256_file
 from .errors import InputError
 from .features import request_features, row_reduce
@@ -61,6 +62,7 @@ __all__ = [
     "REQUIRED_COLUMNS",
     "ROW_CONVENTION",
     "ListColumn",
+    "check_step_columns",
     "describe_aliases",
     "has_context",
     "parse_int_list",
@@ -430,6 +432,73 @@ def _numeric(df, col, problems, *, integer=False, label=None) -> np.ndarray:
         if nonint.any():
             problems.append(_Problem(col, f"non-integer {label or 'values'}", nonint))
     return vals
+
+
+def _numeric_column(df: pd.DataFrame, col: str, problems: list[str]) -> np.ndarray:
+    """Column as float; a missing/non-numeric entry is reported in ``problems``."""
+    a = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(a)
+    if bad.any():
+        problems.append(f"column `{col}` has missing or non-numeric values at "
+                        f"{rows_text(bad, df.index)}")
+    return a
+
+
+def check_step_columns(df, *, need_y: bool, name: str = "df") -> dict[str, np.ndarray]:
+    """Check the step columns of a trace; return ``B``, ``S`` (and ``T`` when ``need_y``).
+
+    Problem: estimators and split functions that take a trace (the baselines,
+    :mod:`perfmodel.validation`) need ``batch_size``, ``total_tokens`` and, to
+    fit, ``duration_ms`` as finite numbers with ``B >= 1``, ``S >= B`` and
+    ``T > 0``, without the full :func:`validate_trace`.  Rows are named by
+    the DataFrame's index labels.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+    need_y : bool
+        Also check and return ``duration_ms`` as ``T``.
+    name : str, default 'df'
+        The argument as messages name it.
+
+    Returns
+    -------
+    dict of str -> numpy.ndarray of float
+
+    Raises
+    ------
+    InputError
+        One message listing every problem found (column, first rows, count).
+    """
+    b, s, t = REQUIRED_COLUMNS
+    if not isinstance(df, pd.DataFrame):
+        raise InputError(f"`{name}` must be a pandas DataFrame (a step trace), "
+                         f"got {type(df).__name__}")
+    need = [b, s] + ([t] if need_y else [])
+    missing = [c for c in need if c not in df.columns]
+    if missing:
+        raise InputError(f"`{name}` lacks column(s) {missing}; has {list(df.columns)[:12]}")
+    if len(df) == 0:
+        raise InputError(f"`{name}` has no rows")
+    problems: list[str] = []
+    B, S = _numeric_column(df, b, problems), _numeric_column(df, s, problems)
+    with np.errstate(invalid="ignore"):
+        if (B < 1).any():
+            problems.append(f"column `{b}` must be >= 1; fails at {rows_text(B < 1, df.index)}")
+        if (S < B).any():
+            problems.append(f"column `{s}` must be >= `{b}`; fails at "
+                            f"{rows_text(S < B, df.index)}")
+    out = {"B": B, "S": S}
+    if need_y:
+        T = _numeric_column(df, t, problems)
+        with np.errstate(invalid="ignore"):
+            if (T <= 0).any():
+                problems.append(f"column `{t}` must be > 0; fails at "
+                                f"{rows_text(T <= 0, df.index)}")
+        out["T"] = T
+    if problems:
+        raise InputError(f"`{name}`: " + "; ".join(problems))
+    return out
 
 
 def validate_trace(df, *, drop_invalid: bool = False, source=None,

@@ -21,9 +21,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfmodel.baselines import _CHUNKS, _check_trace, _rows
+from perfmodel._checks import check_int_range
+from perfmodel._checks import rows_text as _rows
 from perfmodel.errors import InputError
 from perfmodel.features import row_reduce
+from perfmodel.trace import check_step_columns as _check_trace
 from perfmodel.trace import parse_list_column
 
 __all__ = [
@@ -44,12 +46,7 @@ REGIMES = ("decode-only", "mixed", "prefill-heavy")
 
 
 def _int(v: Any, name: str, lo: int, hi: int | None = None) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo or (
-        hi is not None and v > hi
-    ):
-        rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
-        raise InputError(f"`{name}` must be an integer {rng}, got {v!r}")
-    return int(v)
+    return check_int_range(f"`{name}`", v, lo, hi)
 
 
 # ----------------------------------------------------------------------------
@@ -269,8 +266,8 @@ def regime(df: pd.DataFrame, prefill_ratio: float = 32.0) -> pd.Series:
     if "num_decode" in df.columns:
         nd = pd.to_numeric(df["num_decode"], errors="coerce").to_numpy(dtype=float)
         no_decode = nd == 0
-    elif _CHUNKS in df.columns:
-        col = parse_list_column(df[_CHUNKS])
+    elif "chunk_sizes" in df.columns:
+        col = parse_list_column(df["chunk_sizes"])
         smallest = row_reduce(col.flat.astype(float), col.counts, "min")
         no_decode = col.ok & (col.counts > 0) & (smallest > 1)
     heavy = ~decode & ((S / B >= prefill_ratio) | no_decode)
