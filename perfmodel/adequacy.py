@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ._checks import check_int_range
 from .errors import InputError
 from .scale import scale_of
 
@@ -144,9 +145,7 @@ def _vec(x, name, n=None, *, positive=False) -> np.ndarray:
 
 
 def _int(v, name, lo):
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-        raise InputError(f"{name} must be an integer >= {lo}, got {v!r}")
-    return int(v)
+    return check_int_range(name, v, lo)
 
 
 # ---------------------------------------------------------------------------

@@ -19,22 +19,22 @@ steps do not dominate the loss (docs/model.md, Fit scales): linear-in-parameter
 models minimise sum ((T - T_hat) / T)^2 (weighted least squares with weights
 1/T^2, which keeps the model's form); the random forest fits log T.
 
-Per-request features are parsed here by :func:`_request_features` from the
-``';'``-joined ``chunk_sizes``/``context_lens`` columns, with the definitions
-of ``perfmodel.trace.step_features``; it is private and local
-because DistServe's form also needs the decode count and prefill tokens,
-which ``step_features`` does not return. Tests check the two agree when
-``perfmodel.trace`` exists.
+Per-request features come from :func:`_request_features`: the lists parsed
+by :func:`perfmodel.trace.parse_list_column`, the features computed by the
+package's kernel :func:`perfmodel.features.request_features` (with the decode
+count and prefill tokens DistServe's form needs), checked with this module's
+messages.
 """
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from perfmodel._checks import rows_text
 from perfmodel.errors import InputError
+from perfmodel.features import CONTEXT_KEYS, request_features, row_reduce
 from perfmodel.scale import WEIGHT
+from perfmodel.trace import check_step_columns, parse_list_column
 
 __all__ = [
     "BASELINES",
@@ -49,106 +49,14 @@ __all__ = [
 
 _B, _S, _T = "batch_size", "total_tokens", "duration_ms"
 _CHUNKS, _CTX = "chunk_sizes", "context_lens"
+#: the context features the baselines use: CONTEXT_KEYS without ``attn_prefill`` (the
+#: baselines were defined before it; a new forest column would change their numbers)
+_CONTEXT = tuple(k for k in CONTEXT_KEYS if k != "attn_prefill")
 
 
 # ----------------------------------------------------------------------------
-# trace checks and features (shared with perfmodel.validation)
+# per-request features
 # ----------------------------------------------------------------------------
-def _plain(v):
-    return v.item() if isinstance(v, np.generic) else v
-
-
-def _rows(mask: np.ndarray, index, k: int = 5) -> str:
-    bad = np.flatnonzero(mask)
-    labels = ", ".join(repr(_plain(index[i])) for i in bad[:k])
-    more = ", ..." if bad.size > k else ""
-    return f"rows [{labels}{more}] ({bad.size} of {mask.size})"
-
-
-def _column(df: pd.DataFrame, col: str, problems: list[str]) -> np.ndarray:
-    """Column as float; a missing/non-numeric entry is reported in ``problems``."""
-    a = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float)
-    bad = ~np.isfinite(a)
-    if bad.any():
-        problems.append(f"column `{col}` has missing or non-numeric values at "
-                        f"{_rows(bad, df.index)}")
-    return a
-
-
-def _check_trace(df: Any, need_y: bool, name: str = "df") -> dict[str, np.ndarray]:
-    """Check a step trace; return ``B``, ``S`` (and ``T`` when ``need_y``).
-
-    One InputError lists every problem found (column, first rows, count).
-    """
-    if not isinstance(df, pd.DataFrame):
-        raise InputError(f"`{name}` must be a pandas DataFrame (a step trace), "
-                         f"got {type(df).__name__}")
-    need = [_B, _S] + ([_T] if need_y else [])
-    missing = [c for c in need if c not in df.columns]
-    if missing:
-        raise InputError(f"`{name}` lacks column(s) {missing}; has {list(df.columns)[:12]}")
-    if len(df) == 0:
-        raise InputError(f"`{name}` has no rows")
-    problems: list[str] = []
-    B, S = _column(df, _B, problems), _column(df, _S, problems)
-    with np.errstate(invalid="ignore"):
-        if (B < 1).any():
-            problems.append(f"column `{_B}` must be >= 1; fails at {_rows(B < 1, df.index)}")
-        if (S < B).any():
-            problems.append(f"column `{_S}` must be >= `{_B}`; fails at "
-                            f"{_rows(S < B, df.index)}")
-    out = {"B": B, "S": S}
-    if need_y:
-        T = _column(df, _T, problems)
-        with np.errstate(invalid="ignore"):
-            if (T <= 0).any():
-                problems.append(f"column `{_T}` must be > 0; fails at "
-                                f"{_rows(T <= 0, df.index)}")
-        out["T"] = T
-    if problems:
-        raise InputError(f"`{name}`: " + "; ".join(problems))
-    return out
-
-
-def _parse_list(v: Any) -> np.ndarray | None:
-    if isinstance(v, (int, np.integer)):
-        return np.array([int(v)], dtype=np.int64)
-    if isinstance(v, (float, np.floating)):
-        if not np.isfinite(v) or v != int(v):
-            return None
-        return np.array([int(v)], dtype=np.int64)
-    if not isinstance(v, str) or not v.strip():
-        return None
-    try:
-        return np.array([int(p) for p in v.split(";")], dtype=np.int64)
-    except ValueError:
-        return None
-
-
-def _parse_column(col: pd.Series) -> tuple[list, np.ndarray, np.ndarray]:
-    """Parse a column of ';'-joined integers: (arrays, counts, ok mask).
-
-    Fast path: one join/split/cast for the whole column; on any bad cell,
-    cell by cell so the bad rows can be named.
-    """
-    vals = col.to_numpy()
-    n = vals.size
-    try:
-        if n == 0 or not all(isinstance(v, str) for v in vals):
-            raise ValueError
-        counts = np.fromiter((v.count(";") + 1 for v in vals), dtype=np.int64, count=n)
-        flat = np.array(";".join(vals).split(";"), dtype=np.int64)
-        if flat.size != counts.sum():
-            raise ValueError
-        parts = np.split(flat, np.cumsum(counts)[:-1])
-        return parts, counts, np.ones(n, bool)
-    except (ValueError, OverflowError):
-        parts = [_parse_list(v) for v in vals]
-        ok = np.array([p is not None for p in parts], dtype=bool)
-        counts = np.array([0 if p is None else p.size for p in parts], dtype=np.int64)
-        return parts, counts, ok
-
-
 def _has_requests(df: pd.DataFrame) -> bool:
     return _CHUNKS in df.columns and _CTX in df.columns
 
@@ -156,58 +64,36 @@ def _has_requests(df: pd.DataFrame) -> bool:
 def _request_features(df: pd.DataFrame, name: str = "df") -> dict[str, np.ndarray]:
     """Per-step features from the per-request ``chunk_sizes``/``context_lens``.
 
-    Returns float arrays: ``ctx_sum`` (sum of context), ``ctx_max``,
-    ``attn`` (sum c_i (ctx_i + c_i / 2)), ``decode_ctx`` (sum of ctx_i over
-    requests with c_i == 1), ``prefill_sq`` (sum of c_i^2 over c_i > 1),
-    ``chunk_sd`` (population sd of c_i) as in ``perfmodel.trace.step_features``,
-    plus ``n_decode`` (requests with c_i == 1) and ``s_prefill`` (tokens of
-    requests with c_i > 1). A one-token prefill chunk counts as decode.
+    The lists are parsed by :func:`perfmodel.trace.parse_list_column` and the
+    features computed by :func:`perfmodel.features.request_features`.
+    Returns float arrays :data:`_CONTEXT` (``ctx_sum``, ``ctx_max``, ``attn``,
+    ``decode_ctx``, ``prefill_sq``, ``chunk_sd``) plus ``n_decode``
+    (requests with c_i == 1) and ``s_prefill`` (tokens of requests with
+    c_i > 1). A one-token prefill chunk counts as decode.
     """
     missing = [c for c in (_CHUNKS, _CTX) if c not in df.columns]
     if missing:
         raise InputError(f"`{name}` lacks column(s) {missing}, needed for per-request "
                          "features (';'-joined integers per step)")
-    base = _check_trace(df, need_y=False, name=name)
+    base = check_step_columns(df, need_y=False, name=name)
     n = len(df)
-    keys = ("ctx_sum", "ctx_max", "attn", "decode_ctx", "prefill_sq", "chunk_sd",
-            "n_decode", "s_prefill")
+    keys = (*_CONTEXT, "n_decode", "s_prefill")
     out = {k: np.zeros(n) for k in keys}
-    cl, xl = _parse_column(df[_CHUNKS]), _parse_column(df[_CTX])
-    unparsable = ~(cl[2] & xl[2])
-    mismatch = ~unparsable & ((cl[1] != base["B"]) | (xl[1] != base["B"]))
+    cl, xl = parse_list_column(df[_CHUNKS]), parse_list_column(df[_CTX])
+    unparsable = ~(cl.ok & xl.ok)
+    mismatch = ~unparsable & ((cl.counts != base["B"]) | (xl.counts != base["B"]))
     ok = ~unparsable & ~mismatch
-    # flatten the rows that parsed with the right counts
-    c_parts = [v for v, g in zip(cl[0], ok) if g]
-    x_parts = [v for v, g in zip(xl[0], ok) if g]
     rows_ok = np.flatnonzero(ok)
-    counts = cl[1][ok].astype(np.int64)
     badval = np.zeros(n, bool)
     badsum = np.zeros(n, bool)
     if rows_ok.size:
-        c = np.concatenate(c_parts).astype(float)
-        x = np.concatenate(x_parts).astype(float)
-        r = np.repeat(np.arange(rows_ok.size), counts)
-        m = rows_ok.size
-
-        def rsum(w):
-            return np.bincount(r, weights=w, minlength=m)
-
-        badval[rows_ok] = rsum(((c < 1) | (x < 0)).astype(float)) > 0
-        badsum[rows_ok] = rsum(c) != base["S"][rows_ok]
-        dec = c == 1
-        mean_c = rsum(c) / counts
-        cmax = np.full(m, -np.inf)
-        np.maximum.at(cmax, r, x)
-        vals = {
-            "ctx_sum": rsum(x),
-            "ctx_max": cmax,
-            "attn": rsum(c * (x + c / 2.0)),
-            "decode_ctx": rsum(np.where(dec, x, 0.0)),
-            "prefill_sq": rsum(np.where(dec, 0.0, c * c)),
-            "chunk_sd": np.sqrt(rsum((c - mean_c[r]) ** 2) / counts),
-            "n_decode": rsum(dec.astype(float)),
-            "s_prefill": rsum(np.where(dec, 0.0, c)),
-        }
+        # the items of the rows that parsed with the right counts
+        c = cl.flat[np.repeat(ok, cl.counts)].astype(float)
+        x = xl.flat[np.repeat(ok, xl.counts)].astype(float)
+        counts = cl.counts[ok]
+        vals = request_features(c, x, counts, counts_keys=True)
+        badval[rows_ok] = row_reduce(((c < 1) | (x < 0)).astype(float), counts, "sum") > 0
+        badsum[rows_ok] = vals["S"] != base["S"][rows_ok]
         for k in keys:
             out[k][rows_ok] = vals[k]
     checks = (
@@ -216,7 +102,7 @@ def _request_features(df: pd.DataFrame, name: str = "df") -> dict[str, np.ndarra
         (badval, "chunk sizes must be >= 1 and context lengths >= 0"),
         (badsum, f"`{_CHUNKS}` must sum to `{_S}`"),
     )
-    problems = [f"{what}: fails at {_rows(mask, df.index)}"
+    problems = [f"{what}: fails at {rows_text(mask, df.index)}"
                 for mask, what in checks if mask.any()]
     if problems:
         raise InputError("; ".join(problems))
@@ -278,7 +164,7 @@ class Baseline:
     def fit(self, df: pd.DataFrame) -> Baseline:
         """Fit on a step trace with ``duration_ms``; return self."""
         self._check_relative()
-        feats = _check_trace(df, need_y=True)
+        feats = check_step_columns(df, need_y=True)
         X = self._design(df, feats)
         self.coef_, self.rank_ = _lstsq(X, feats["T"], self._weights(feats["T"]))
         self.n_train_ = len(df)
@@ -288,7 +174,7 @@ class Baseline:
         """Predicted step time (ms) for each row of ``df``."""
         if not hasattr(self, "coef_"):
             _not_fitted(self)
-        feats = _check_trace(df, need_y=False)
+        feats = check_step_columns(df, need_y=False)
         return self._design(df, feats) @ self.coef_
 
     def __repr__(self) -> str:
@@ -340,7 +226,7 @@ class ConstantThroughput(Baseline):
         from scipy.optimize import lsq_linear
 
         self._check_relative()
-        feats = _check_trace(df, need_y=True)
+        feats = check_step_columns(df, need_y=True)
         X, y = self._design(df, feats), feats["T"]
         scale = np.abs(X).max(axis=0)
         w = self._weights(y)
@@ -417,7 +303,7 @@ class Polynomial(Baseline):
         if self.degree not in (2, 3) or isinstance(self.degree, bool):
             raise InputError(f"`degree` must be 2 or 3, got {self.degree!r}")
         self._check_relative()
-        feats = _check_trace(df, need_y=True)
+        feats = check_step_columns(df, need_y=True)
         X = np.column_stack([feats["B"], feats["S"]])
         self.pipeline_ = make_pipeline(
             StandardScaler(), PolynomialFeatures(self.degree, include_bias=False),
@@ -431,7 +317,7 @@ class Polynomial(Baseline):
         """Predicted step time (ms)."""
         if not hasattr(self, "pipeline_"):
             _not_fitted(self)
-        feats = _check_trace(df, need_y=False)
+        feats = check_step_columns(df, need_y=False)
         return self.pipeline_.predict(np.column_stack([feats["B"], feats["S"]]))
 
     def __repr__(self) -> str:
@@ -453,8 +339,7 @@ class RandomForest(Baseline):
     """
 
     name = "random_forest"
-    _CTX_FEATURES = ("ctx_sum", "ctx_max", "attn", "decode_ctx", "prefill_sq", "chunk_sd",
-                     "n_decode")
+    _CTX_FEATURES = (*_CONTEXT, "n_decode")
 
     def __init__(self, n_estimators: int = 200, min_samples_leaf: int = 2,
                  max_features: float | str | None = 1.0, use_context: str | bool = "auto",
@@ -486,7 +371,7 @@ class RandomForest(Baseline):
             raise InputError(f"`use_context` must be 'auto', True or False, "
                              f"got {self.use_context!r}")
         self._check_relative()
-        feats = _check_trace(df, need_y=True)
+        feats = check_step_columns(df, need_y=True)
         use = _has_requests(df) if self.use_context == "auto" else bool(self.use_context)
         X = self._X(df, feats, use)
         y = np.log(feats["T"]) if self.relative else feats["T"]
@@ -502,7 +387,7 @@ class RandomForest(Baseline):
         """Predicted step time (ms)."""
         if not hasattr(self, "forest_"):
             _not_fitted(self)
-        feats = _check_trace(df, need_y=False)
+        feats = check_step_columns(df, need_y=False)
         X = self._X(df, feats, len(self.features_) > 2)
         p = self.forest_.predict(X)
         return np.exp(p) if self.relative else p

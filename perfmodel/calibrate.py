@@ -57,10 +57,11 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
+from ._checks import check_int_range
 from .errors import FitError, InputError
+from .features import uniform_batch_features
 from .fit import fit_curve
-from .model import Model, get_model
-from .models_ctx import RECOMMENDED
+from .model import RECOMMENDED, Model, get_model
 from .scale import LOG
 
 __all__ = [
@@ -158,10 +159,11 @@ def static_batch_steps(B, L) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Every engine step of static batches of ``B`` requests x ``L`` in / ``L`` out tokens.
 
     Problem: a row's latency is the sum of its ``L`` steps; build the features
-    of all steps of all rows at once, with the same definitions as
-    :func:`perfmodel.trace.step_features` and
-    :func:`perfmodel.simulate.batch_features` (verified equal to the latter,
-    step by step, in ``tests/test_calibrate.py``).
+    of all steps of all rows at once with
+    :func:`perfmodel.features.uniform_batch_features` (every request of a step
+    has the same chunk and context; verified equal to
+    :func:`perfmodel.features.batch_features`, step by step, in
+    ``tests/test_calibrate.py``).
 
     Row ``r`` owns steps ``starts[r] .. starts[r] + L[r] - 1``: first the
     prefill (chunk ``L``, context 0 for each of the ``B`` requests), then
@@ -197,20 +199,7 @@ def static_batch_steps(B, L) -> tuple[dict[str, np.ndarray], np.ndarray]:
     pre = k == 0
     chunk = np.where(pre, Ls, 1.0)
     ctx = np.where(pre, 0.0, Ls + k - 1.0)
-    pair = chunk * (ctx + chunk / 2.0)
-    is_pre = chunk > 1
-    feats = {
-        "B": Bs,
-        "S": Bs * chunk,
-        "ctx_sum": Bs * ctx,
-        "ctx_max": ctx,
-        "attn": Bs * pair,
-        "attn_prefill": np.where(is_pre, Bs * pair, 0.0),
-        "decode_ctx": np.where(is_pre, 0.0, Bs * ctx),
-        "prefill_sq": np.where(is_pre, Bs * chunk * chunk, 0.0),
-        "chunk_sd": np.zeros_like(Bs),
-    }
-    return feats, starts
+    return uniform_batch_features(Bs, chunk, ctx), starts
 
 
 def integrate_predict(model, theta, steps, starts) -> np.ndarray:
@@ -345,7 +334,7 @@ def _starts(m: Model, f, starts, y, free, hold, n_starts: int, seed: int) -> lis
 # the calibration
 # ---------------------------------------------------------------------------
 
-def calibrate_from_requests(df_rows, model=RECOMMENDED, seed: int = 0, n_starts: int = 4, *,
+def calibrate_from_requests(df_rows, model=RECOMMENDED["context"], seed: int = 0, n_starts: int = 4, *,
                             fixed=None, max_nfev: int | None = 2000, scale: bool = True):
     """Fit a step model to static-batch request latencies.
 
@@ -425,10 +414,8 @@ def calibrate_from_requests(df_rows, model=RECOMMENDED, seed: int = 0, n_starts:
     from .results import FitResult
 
     m = _check_model(model)
-    if not isinstance(n_starts, (int, np.integer)) or isinstance(n_starts, bool) or n_starts < 1:
-        raise InputError(f"n_starts must be an integer >= 1, got {n_starts!r}")
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
-        raise InputError(f"seed must be an integer, got {seed!r}")
+    n_starts = check_int_range("n_starts", n_starts, 1)
+    seed = check_int_range("seed", seed)
     names, p = m.param_names, m.n_params
     hold = m.lower.copy()
     user_fixed = np.zeros(p, bool)
@@ -566,7 +553,7 @@ class KFold(NamedTuple):
     fold_mape: list
 
 
-def heldout_evaluation(df_rows, train_mask, model=RECOMMENDED, *, seed: int = 0,
+def heldout_evaluation(df_rows, train_mask, model=RECOMMENDED["context"], *, seed: int = 0,
                        n_starts: int = 4, fixed=None) -> HeldOut:
     """Calibrate on the rows in ``train_mask`` and score the others.
 
@@ -603,7 +590,7 @@ def heldout_evaluation(df_rows, train_mask, model=RECOMMENDED, *, seed: int = 0,
                    pred_ms=pred, y_ms=y)
 
 
-def grouped_kfold_requests(df_rows, model=RECOMMENDED, *, k: int = 5, seed: int = 0,
+def grouped_kfold_requests(df_rows, model=RECOMMENDED["context"], *, k: int = 5, seed: int = 0,
                            n_starts: int = 4, fixed=None) -> KFold:
     """Grouped k-fold over configurations ``(B, L)``: out-of-fold request MAPE.
 
@@ -623,8 +610,7 @@ def grouped_kfold_requests(df_rows, model=RECOMMENDED, *, k: int = 5, seed: int 
         the k fits, %), ``fold_mape`` (held-out MAPE per fold, %)
     """
     B, L, y = _check_rows(df_rows)
-    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 2:
-        raise InputError(f"k must be an integer >= 2, got {k!r}")
+    k = check_int_range("k", k, 2)
     cfg = pd.MultiIndex.from_arrays([B, L])
     uniq = cfg.unique()
     if len(uniq) < k:

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
+from ._io import atomic_write_text, check_output_path, json_safe
 from .errors import PerfmodelError
 
 #: the default model and loss; chosen from held-out measurements (README, "Defaults")
@@ -64,22 +65,9 @@ def add_random_state_argument(parser: argparse.ArgumentParser, what: str,
                         help=argparse.SUPPRESS)
 
 
-def _json_default(o):
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        v = float(o)
-        return v if np.isfinite(v) else None
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
 def _emit(args, text: str, obj) -> None:
     if getattr(args, "json", False):
-        print(json.dumps(obj, indent=2, default=_json_default, allow_nan=False))
+        print(json.dumps(json_safe(obj), indent=2, allow_nan=False))
     else:
         print(text)
 
@@ -90,16 +78,17 @@ def _check_output(path, force: bool) -> Path:
         raise PerfmodelError(f"output {p} exists; pass --force to overwrite it")
     if not p.parent.exists():
         raise PerfmodelError(f"output folder {p.parent} does not exist")
+    check_output_path(p, force=True)  # a device, FIFO, link or folder: refused before any work
     return p
 
 
 def resolve_model(name: str, df) -> str:
-    """Resolve ``auto``: the context-aware model when the trace has per-request context."""
+    """Resolve ``auto`` to :func:`perfmodel.model.default_for` of the trace ``df``."""
     if name != "auto":
         return name
-    from .trace import has_context
+    from .model import default_for
 
-    return "seed_ctx_mono" if has_context(df) else "seed_id"
+    return default_for(df)
 
 
 # ---------------------------------------------------------------------------
@@ -129,10 +118,8 @@ def cmd_fit(args):
         res.provenance["bootstrap"] = bs.to_dict()
         summary = res.summary()
         summary["bootstrap"] = bs.to_dict()
-    from .results import atomic_write_text
-
-    atomic_write_text(out, json.dumps(summary, indent=2, allow_nan=False, default=_json_default)
-                      + "\n", force=args.force)
+    atomic_write_text(out, json.dumps(json_safe(summary), indent=2, allow_nan=False) + "\n",
+                      force=args.force)
     _emit(args, res.fit_report() + f"\n\nwrote {out}", summary)
     return 0
 
@@ -168,8 +155,6 @@ def cmd_predict(args):
     pred = res.predict(df)
     table = df.copy()
     table["predicted_ms"] = pred
-    from .results import atomic_write_text
-
     atomic_write_text(out, table.to_csv(index=False), force=args.force)
     obj = {"output": str(out), "rows": len(table), "model": res.model_name,
            "mean_predicted_ms": float(np.mean(pred))}
@@ -200,7 +185,7 @@ def cmd_diagnose(args):
 
 # ---------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    from .model import MODELS
+    from .model import MODELS, RECOMMENDED
     from .scale import DEFAULT as DEFAULT_SCALE
     from .scale import SCALES
 
@@ -222,8 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("trace", help="step trace (CSV, Parquet or JSON Lines)")
     common(f, out=True)
     f.add_argument("--model", default=DEFAULT_MODEL, choices=["auto", *sorted(MODELS)],
-                   help="model (default: auto = seed_ctx_mono when the trace has chunk_sizes and "
-                        "context_lens, else seed_id)")
+                   help=f"model (default: auto = {RECOMMENDED['context']} when the trace has "
+                        f"chunk_sizes and context_lens, else {RECOMMENDED['no_context']})")
     f.add_argument("--loss", default=DEFAULT_LOSS,
                    choices=["linear", "huber", "soft_l1", "cauchy", "tukey"])
     g = f.add_mutually_exclusive_group()

@@ -55,6 +55,8 @@ import numpy as np
 import pandas as pd
 
 from .errors import FitError, InputError
+from .features import CONTEXT_KEYS
+from .model import MODELS
 from .scale import DEFAULT as DEFAULT_SCALE
 from .scale import SCALES, get_scale
 
@@ -69,17 +71,16 @@ __all__ = [
     "load_trace_arg",
 ]
 
-#: models compared by default (the seed form is fitted through ``seed_id``)
-DEFAULT_MODELS = ("seed_id", "seed_gamma", "seed_ctx", "seed_kv", "seed_attn", "seed_attn_kv",
-                  "seed_ctx_mono")
+#: models compared by default: every registered member fitted as itself (the seed form is
+#: fitted through ``seed_id``), in registration order
+DEFAULT_MODELS = tuple(name for name, m in MODELS.items() if m.fitted_as is None)
 #: baselines compared by default
 DEFAULT_BASELINES = ("linear", "poly2", "poly3", "constant_throughput", "distserve",
                      "random_forest")
 CV_SCHEMES = ("grouped", "time", "extrapolate")
 #: the scheme of :func:`perfmodel.validation.make_folds` behind each ``cv``
 _ENGINE_SCHEME = {"grouped": "grouped", "time": "expanding", "extrapolate": "extrapolate"}
-_CTX_FEATURES = {"ctx_sum", "ctx_max", "attn", "attn_prefill", "decode_ctx", "prefill_sq",
-                 "chunk_sd"}
+_CTX_FEATURES = frozenset(CONTEXT_KEYS)
 _REGIMES = ("decode-only", "mixed", "prefill-heavy")
 
 
@@ -427,7 +428,7 @@ def format_table(table: pd.DataFrame) -> str:
 
 def compare_command(args) -> tuple[str, dict]:
     """Run ``perfmodel compare``: write the table (CSV) and return (text, json dict)."""
-    from .results import atomic_write_text
+    from ._io import atomic_write_text
 
     out = Path(args.output)
     if out.exists() and not args.force:

@@ -273,9 +273,9 @@ def run_study(plan=None, R: int = 500, *, n: int = 300, n_boot: int = 199, alpha
     rows: list[dict] = []
     with tqdm(total=len(tasks), disable=not progress, desc="coverage") as bar:
         if n_jobs == 1:
-            from .uncertainty import _one_thread
+            from .uncertainty import one_blas_thread
 
-            with _one_thread():  # small fits: one BLAS thread (loky workers do this themselves)
+            with one_blas_thread():  # small fits: one BLAS thread (loky workers do this themselves)
                 for s, r in tasks:
                     rows.extend(run_replicate(s, r, plan[s], **kw))
                     bar.update(1)

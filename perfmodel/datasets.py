@@ -47,7 +47,6 @@ import json
 import logging
 import math
 import os
-import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -58,6 +57,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from ._io import atomic_open, sha256_file
 from .errors import ChecksumError, DataUnavailableError, InputError
 
 __all__ = [
@@ -345,15 +345,6 @@ def data_home() -> Path:
     return base / "perfmodel"
 
 
-def sha256_file(path) -> str:
-    """Hex sha256 digest of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _checksum_message(ds: Dataset, where: str, actual: str, extra: str = "") -> str:
     return (f"dataset {ds.name!r}: {where} has sha256 {actual}, expected {ds.sha256}"
             f"{extra}")
@@ -361,26 +352,19 @@ def _checksum_message(ds: Dataset, where: str, actual: str, extra: str = "") -> 
 
 def _download(url: str, dest: Path, ds: Dataset) -> Path:
     """Stream ``url`` into a temporary file beside ``dest``; verify; rename atomically."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=dest.name + ".", suffix=".part", dir=dest.parent)
-    try:
-        h = hashlib.sha256()
-        req = urllib.request.Request(url, headers={"User-Agent": "perfmodel-datasets"})
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(req, timeout=_TIMEOUT_S) as resp:
-            while chunk := resp.read(_CHUNK):
-                h.update(chunk)
-                out.write(chunk)
-            out.flush()
-            os.fsync(out.fileno())
+    h = hashlib.sha256()
+    req = urllib.request.Request(url, headers={"User-Agent": "perfmodel-datasets"})
+    # a failed or unverified download leaves dest as it was (and no .part file)
+    with atomic_open(dest, "wb", force=True, make_parents=True, fsync=True, suffix=".part") as out, \
+            urllib.request.urlopen(req, timeout=_TIMEOUT_S) as resp:
+        while chunk := resp.read(_CHUNK):
+            h.update(chunk)
+            out.write(chunk)
         actual = h.hexdigest()
         if actual != ds.sha256:
             raise ChecksumError(_checksum_message(
                 ds, f"the download from {url}", actual, "; the downloaded file was not kept"))
-        os.replace(tmp, dest)
-        return dest
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    return dest
 
 
 def fetch(name: str, *, download: bool = True) -> Path:

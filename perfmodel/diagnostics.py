@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from perfmodel._checks import check_int_range, check_vector, rows_text
 from perfmodel.errors import InputError
 
 __all__ = [
@@ -172,40 +173,14 @@ class TrendResult(NamedTuple):
 # ----------------------------------------------------------------------------
 # input checks
 # ----------------------------------------------------------------------------
-def _rows(mask: np.ndarray, k: int = 5) -> str:
-    bad = np.flatnonzero(mask)
-    head = ", ".join(str(i) for i in bad[:k])
-    more = ", ..." if bad.size > k else ""
-    return f"rows [{head}{more}] ({bad.size} of {mask.size})"
-
-
 def _vector(x: Any, name: str, *, min_n: int = 1, n: int | None = None) -> np.ndarray:
     """Return ``x`` as a finite 1-D float array or raise InputError naming ``name``."""
-    if x is None:
-        raise InputError(f"`{name}` is required, got None")
-    try:
-        a = np.asarray(x, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"`{name}` must be numeric: {exc}") from None
-    if a.ndim == 2 and 1 in a.shape:
-        a = a.ravel()
-    if a.ndim != 1:
-        raise InputError(f"`{name}` must be 1-D, got shape {a.shape}")
-    if n is not None and a.size != n:
-        raise InputError(f"`{name}` has length {a.size}, expected {n} (the length of `resid`)")
-    bad = ~np.isfinite(a)
-    if bad.any():
-        raise InputError(f"`{name}` has non-finite values (NaN or inf) at {_rows(bad)}")
-    if a.size < min_n:
-        raise InputError(f"`{name}` has {a.size} values, this test needs at least {min_n}")
-    return a
+    return check_vector(f"`{name}`", x, min_n=min_n, n=n)
 
 
 def _resid(resid: Any, min_n: int, name: str = "resid") -> np.ndarray:
-    e = _vector(resid, name, min_n=min_n)
-    if np.ptp(e) == 0:
-        raise InputError(f"`{name}` is constant ({e[0]!r} for all {e.size} rows): nothing to test")
-    return e
+    """As :func:`_vector`, and refuse a constant vector (nothing to test)."""
+    return check_vector(f"`{name}`", resid, min_n=min_n, nonconstant=True)
 
 
 def _regressors(exog: Any, n: int, name: str) -> tuple[np.ndarray, tuple[str, ...]]:
@@ -239,7 +214,7 @@ def _regressors(exog: Any, n: int, name: str) -> tuple[np.ndarray, tuple[str, ..
             )
         bad = ~np.isfinite(x).all(axis=1)
         if bad.any():
-            raise InputError(f"`{name}` has non-finite values (NaN or inf) at {_rows(bad)}")
+            raise InputError(f"`{name}` has non-finite values (NaN or inf) at {rows_text(bad)}")
         if names is None:
             names = tuple(f"x{j}" for j in range(x.shape[1]))
     keep = np.ptp(x, axis=0) > 0
@@ -313,10 +288,7 @@ def shapiro_wilk(resid: Any, max_n: int = SHAPIRO_MAX_N, seed: int = 0) -> Shapi
     True
     """
     e = _resid(resid, min_n=3)
-    if isinstance(max_n, bool) or not isinstance(max_n, (int, np.integer)) or not (
-        3 <= max_n <= SHAPIRO_MAX_N
-    ):
-        raise InputError(f"`max_n` must be an integer in [3, {SHAPIRO_MAX_N}], got {max_n!r}")
+    max_n = check_int_range("`max_n`", max_n, 3, SHAPIRO_MAX_N)
     n = e.size
     subsampled = n > max_n
     if subsampled:
@@ -618,10 +590,7 @@ def ljung_box(resid: Any, lags: int | None = None) -> LjungBoxResult:
     e = _resid(resid, min_n=4)
     if lags is None:
         lags = max(1, min(10, e.size // 5))
-    if isinstance(lags, bool) or not isinstance(lags, (int, np.integer)) or not (
-        1 <= lags < e.size
-    ):
-        raise InputError(f"`lags` must be an integer in [1, {e.size - 1}], got {lags!r}")
+    lags = check_int_range("`lags`", lags, 1, e.size - 1)
     from statsmodels.stats.diagnostic import acorr_ljungbox
 
     out = acorr_ljungbox(e, lags=[int(lags)], return_df=True)

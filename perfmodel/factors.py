@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ._checks import check_int_range
 from .errors import InputError
 
 __all__ = [
@@ -63,18 +64,15 @@ def step_factor_table(df: pd.DataFrame) -> pd.DataFrame:
 
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"df must be a pandas DataFrame, got {type(df).__name__}")
-    f = step_features(df)
+    f = step_features(df, counts_keys=True)
     out = pd.DataFrame({"num_requests": f["B"]}, index=df.index)
     if "chunk_sd" in f:
-        from .trace import parse_int_list
-
         out["chunk_sd"] = f["chunk_sd"]
-        cs = [parse_int_list(v) for v in df["chunk_sizes"]]
-        out["max_chunk"] = [int(c.max()) for c in cs]
+        out["max_chunk"] = f["max_chunk"].astype(np.int64)
         out["ctx_max"] = f["ctx_max"]
         out["ctx_sum"] = f["ctx_sum"]
         out["attn"] = f["attn"]
-        nd = np.array([int((c == 1).sum()) for c in cs])
+        nd = f["n_decode"].astype(np.int64)
         out["num_decode"] = nd
         out["num_prefill"] = f["B"] - nd
     for c in ("num_decode", "num_prefill"):
@@ -219,14 +217,10 @@ def secondary_factors(df: pd.DataFrame, tokens: int, tol: int = 0, *, fit=None, 
     for c in ("total_tokens", "batch_size", "duration_ms"):
         if c not in df.columns:
             raise InputError(f"trace has no {c!r} column (columns: {list(df.columns)})")
-    if isinstance(tokens, bool) or not isinstance(tokens, (int, np.integer)) or tokens < 1:
-        raise InputError(f"tokens must be an integer >= 1, got {tokens!r}")
-    if isinstance(tol, bool) or not isinstance(tol, (int, np.integer)) or tol < 0:
-        raise InputError(f"tol must be an integer >= 0, got {tol!r}")
-    if not isinstance(cv, (int, np.integer)) or cv < 2:
-        raise InputError(f"cv must be an integer >= 2, got {cv!r}")
-    if not isinstance(n_estimators, (int, np.integer)) or n_estimators < 1:
-        raise InputError(f"n_estimators must be an integer >= 1, got {n_estimators!r}")
+    tokens = check_int_range("tokens", tokens, 1)
+    tol = check_int_range("tol", tol, 0)
+    cv = check_int_range("cv", cv, 2)
+    n_estimators = check_int_range("n_estimators", n_estimators, 1)
     if fit is not None and not hasattr(fit, "predict"):
         raise InputError(f"fit must have .predict (a FitResult), got {type(fit).__name__}")
     S = pd.to_numeric(df["total_tokens"], errors="coerce").to_numpy(float)

@@ -6,7 +6,7 @@ Problem
 top of ``ctx_i`` cached tokens computes ``c_i (ctx_i + c_i/2)`` query-key
 pairs, and every request reads its ``ctx_i`` cached keys and values from
 memory (docs/model.md, Context-aware members).  The members here add these costs to the
-identifiable seed form ``seed_id`` and keep its reading: a fixed overhead,
+identifiable seed form ``seed_id`` (:mod:`perfmodel.models_seed`) and keep its reading: a fixed overhead,
 per-request and per-token overheads, and token work divided by a
 throughput that saturates in ``B`` and ``S``.
 
@@ -43,6 +43,7 @@ Members
     memory.  On the GPU trace (``data/gpu``: 8 layers of Llama-3-8B, H200)
     the two costs fit to about 1.2e-5 and 3.8e-5 ms per cached token.
 ``seed_ctx_mono`` (9) -- recommended for traces with per-request context
+    (``perfmodel.model.RECOMMENDED['context']``)
     ``tau_0 + a_1 S/(u v) + tau_B B + tau_S S + c_attn A
     + (c_kv + c_kv_mixed [A > 0]) ctx_sum``: the terms of ``seed_attn_kv``
     with no fixed work ``a_0`` (the fixed cost is ``tau_0``) and the
@@ -82,23 +83,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .model import (
-    _A0,
-    _A1,
-    _KB,
-    _KS,
-    _TAU0,
-    _TAUB,
-    _TAUS,
-    MODELS,
-    Param,
-    SaturationBase,
-    _saturation,
-    register,
-)
+from .model_base import Model, Param
+from .models_seed import SEED_PARAMS, SaturationBase, SeedIdModel, saturation
 
 __all__ = [
-    "RECOMMENDED",
+    "MEMBERS",
     "SatCtxModel",
     "SeedAttnKvModel",
     "SeedAttnModel",
@@ -106,8 +95,9 @@ __all__ = [
     "SeedKvModel",
 ]
 
-#: the member recommended as the default for traces with per-request context
-RECOMMENDED = "seed_ctx_mono"
+_TAU0, _A0, _A1, _KB, _KS, _TAUB, _TAUS = (
+    SEED_PARAMS[k] for k in ("tau_0", "a_0", "a_1", "k_B", "k_S", "tau_B", "tau_S"))
+_SEED_ID = SeedIdModel()
 
 _AATTN = Param("a_attn", "ms/token^2", 0.0, 1e2,
                "prefill attention work per query-key pair over peak throughput (saturating)",
@@ -166,8 +156,8 @@ class SatCtxModel(SaturationBase):
     def _terms(self, th, f):
         g = dict(zip(self.param_names, th))
         B, S = f["B"], f["S"]
-        u, du = _saturation(g["k_B"], B)
-        v, dv = _saturation(g["k_S"], S)
+        u, du = saturation(g["k_B"], B)
+        v, dv = saturation(g["k_S"], S)
         W = g["a_1"] * S + (g["a_0"] if self.fixed_work else 0.0)
         if self.attn_in_work:
             W = W + g["a_attn"] * f["attn_prefill"]
@@ -211,7 +201,7 @@ class SatCtxModel(SaturationBase):
         """``seed_id``'s guess; each added term starts at 5% of the median step."""
         f = self.check_features(feats)
         y = np.asarray(y, float)
-        start = dict(zip(MODELS["seed_id"].param_names, MODELS["seed_id"].initial_guess(f, y)))
+        start = dict(zip(_SEED_ID.param_names, _SEED_ID.initial_guess(f, y)))
         med_y = float(np.median(y))
 
         def per(key):
@@ -231,7 +221,7 @@ class SatCtxModel(SaturationBase):
     def seed_heuristic(self, feats, y):
         """The heuristic start (docs/model.md, Initialisation) for the shared parameters."""
         f = self.check_features(feats)
-        h = dict(zip(MODELS["seed_id"].param_names, MODELS["seed_id"].seed_heuristic(f, y)))
+        h = dict(zip(_SEED_ID.param_names, _SEED_ID.seed_heuristic(f, y)))
         guess = dict(zip(self.param_names, self.initial_guess(f, y)))
         return self.clip([h.get(n, guess[n]) for n in self.param_names])
 
@@ -296,5 +286,6 @@ class SeedCtxMonoModel(SatCtxModel):
     kv_mixed = True
 
 
-for _m in (SeedKvModel(), SeedAttnModel(), SeedAttnKvModel(), SeedCtxMonoModel()):
-    register(_m)
+#: the members of this module, in registration order (registered by :mod:`perfmodel.model`)
+MEMBERS: tuple[Model, ...] = (SeedKvModel(), SeedAttnModel(), SeedAttnKvModel(),
+                              SeedCtxMonoModel())

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._checks import check_int_range
 from .errors import InputError
 
 __all__ = ["DRIFT_WINDOW", "NoiseFloor", "config_floor", "noise_floor", "replicate_floor"]
@@ -215,8 +216,7 @@ def replicate_floor(df: pd.DataFrame, *, replicate: str = "replicate", key: str 
     """
     if key is None:
         key = "config" if isinstance(df, pd.DataFrame) and "config" in df.columns else "step"
-    if not isinstance(window, (int, np.integer)) or isinstance(window, bool) or window < 3:
-        raise InputError(f"replicate_floor: window must be an integer >= 3, got {window!r}")
+    window = check_int_range("replicate_floor: window", window, 3)
     need = ["duration_ms", replicate, key] + ([order] if order != key else [])
     y = _check_df(df, list(dict.fromkeys(need)), "replicate_floor")
     if order not in df.columns:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from perfmodel.diagnostics import _resid, _vector
+from perfmodel._checks import check_vector
 from perfmodel.errors import InputError
 
 __all__ = ["acf_plot", "get_ax", "qq_plot", "residuals_vs"]
@@ -55,7 +55,7 @@ def qq_plot(resid: Any, ax=None, *, standardize: bool = True):
     -------
     matplotlib.axes.Axes
     """
-    e = _resid(resid, min_n=3)
+    e = check_vector("`resid`", resid, min_n=3, nonconstant=True)
     ax = get_ax(ax)
     if standardize:
         e = (e - e.mean()) / e.std(ddof=1)
@@ -97,8 +97,8 @@ def residuals_vs(x: Any, resid: Any, ax=None, xlabel: str = "x", *, bins: int = 
     -------
     matplotlib.axes.Axes
     """
-    e = _resid(resid, min_n=2)
-    xv = _vector(x, "x", n=e.size)
+    e = check_vector("`resid`", resid, min_n=2, nonconstant=True)
+    xv = check_vector("`x`", x, n=e.size)
     if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 0:
         raise InputError(f"`bins` must be a non-negative integer, got {bins!r}")
     ax = get_ax(ax)
@@ -133,7 +133,7 @@ def acf_plot(resid: Any, ax=None, lags: int = 40):
     -------
     matplotlib.axes.Axes
     """
-    e = _resid(resid, min_n=3)
+    e = check_vector("`resid`", resid, min_n=3, nonconstant=True)
     if isinstance(lags, bool) or not isinstance(lags, (int, np.integer)) or lags < 1:
         raise InputError(f"`lags` must be a positive integer, got {lags!r}")
     lags = int(min(lags, e.size - 1))

@@ -12,8 +12,6 @@ import datetime as _dt
 import html
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,35 +19,13 @@ from typing import Any
 import numpy as np
 
 from . import __version__
+from ._io import atomic_write_text
 from .errors import InputError
 from .model import get_model
 
 __all__ = ["FitResult", "atomic_write_text"]
 
 CORR_WARN = 0.95
-
-
-def atomic_write_text(path, text: str, *, force: bool = False) -> Path:
-    """Write ``text`` to ``path`` through a temporary file and a rename.
-
-    Refuses to replace an existing file unless ``force``: a failed or
-    refused write never truncates what was there.
-    """
-    path = Path(path)
-    if path.exists() and not force:
-        raise InputError(f"{path} exists; pass force=True (--force) to overwrite it")
-    if not path.parent.exists():
-        raise InputError(f"folder {path.parent} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
 
 
 def _f(x):

@@ -42,6 +42,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ._checks import check_choice, check_int_range
 from .errors import InputError
 
 __all__ = ["ANALYTIC_MODELS", "QUANTITIES", "derivatives", "plot_contour", "sensitivity_grid"]
@@ -231,12 +232,10 @@ def plot_contour(fit, batch_range=(1, 64), token_range=(1, 2048), quantity: str 
     matplotlib Axes (with a colour bar; the S axis is logarithmic when
     ``log_tokens``)
     """
-    if quantity not in QUANTITIES:
-        raise InputError(f"quantity must be one of {list(QUANTITIES)}, got {quantity!r}")
+    check_choice("quantity", quantity, QUANTITIES)
     b0, b1 = _range(batch_range, "batch_range")
     s0, s1 = _range(token_range, "token_range")
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
-        raise InputError(f"n must be an integer >= 2, got {n!r}")
+    n = check_int_range("n", n, 2)
     from .plotting import get_ax
 
     ax = get_ax(ax, needs="contourf")

@@ -71,7 +71,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from ._checks import check_choice, check_int_range, check_positive
 from .errors import InputError
+from .features import batch_features
 
 __all__ = [
     "POLICIES",
@@ -102,32 +104,10 @@ POLICIES = ("decode_first", "prefill_first", "fcfs")
 # argument checks
 # ---------------------------------------------------------------------------
 
-def _int_arg(name: str, value, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        if isinstance(value, (float, np.floating)) and float(value).is_integer():
-            value = int(value)
-        else:
-            raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _float_arg(name: str, value, *, positive: bool = False, nonneg: bool = False) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{name} must be a number, got {value!r}") from None
-    if not math.isfinite(x) or (positive and x <= 0) or (nonneg and x < 0):
-        kind = "a positive" if positive else "a non-negative" if nonneg else "a"
-        raise InputError(f"{name} must be {kind} finite number, got {value!r}")
-    return x
-
-
 def _per_request(name: str, value, n: int) -> np.ndarray:
     """An int or a length-n sequence of ints >= 1 -> int64 array of length n."""
     if np.isscalar(value):
-        return np.full(n, _int_arg(name, value), dtype=np.int64)
+        return np.full(n, check_int_range(name, value, 1, integral_float=True), dtype=np.int64)
     a = np.asarray(value)
     if a.ndim != 1 or a.size != n:
         raise InputError(f"{name} must be an integer or a sequence of {n} integers, "
@@ -149,56 +129,8 @@ def _check_model(model):
 
 
 # ---------------------------------------------------------------------------
-# step features of one batch
+# step time of one batch (features: perfmodel.features.batch_features)
 # ---------------------------------------------------------------------------
-
-def batch_features(chunk_sizes, context_lens=None) -> dict[str, np.ndarray]:
-    """Step features of one batch from its per-request chunk sizes and contexts.
-
-    Problem: the simulator and the SLA scheduler build batches in memory and
-    need the same features :func:`perfmodel.trace.step_features` computes from
-    a trace row, without formatting strings.  Same definitions: ``B``,
-    ``S = sum c_i``, ``ctx_sum``, ``ctx_max``, ``attn = sum c_i (ctx_i + c_i/2)``,
-    ``attn_prefill`` (the same over ``c_i > 1``), ``decode_ctx`` (sum of
-    ``ctx_i`` over ``c_i == 1``), ``prefill_sq``, ``chunk_sd`` (population).
-    Verified equal to ``step_features`` on random batches in
-    ``tests/test_simulate.py``.
-
-    Parameters
-    ----------
-    chunk_sizes : sequence of int >= 1
-    context_lens : sequence of int >= 0, optional (zeros when omitted)
-
-    Returns
-    -------
-    dict of str -> numpy.ndarray of length 1
-    """
-    c = np.asarray(chunk_sizes, dtype=float).ravel()
-    if c.size == 0:
-        raise InputError("chunk_sizes is empty: a step needs at least one request")
-    if not np.all(np.isfinite(c)) or np.any(c < 1):
-        raise InputError("chunk_sizes must be integers >= 1, got "
-                         f"{np.asarray(chunk_sizes).tolist()[:10]}")
-    x = np.zeros_like(c) if context_lens is None else np.asarray(context_lens, float).ravel()
-    if x.shape != c.shape:
-        raise InputError(f"context_lens has {x.size} items, chunk_sizes has {c.size}")
-    if not np.all(np.isfinite(x)) or np.any(x < 0):
-        raise InputError("context_lens must be integers >= 0")
-    pre = c > 1
-    pair = c * (x + c / 2.0)
-    one = lambda v: np.array([float(v)])
-    return {
-        "B": one(c.size),
-        "S": one(c.sum()),
-        "ctx_sum": one(x.sum()),
-        "ctx_max": one(x.max()),
-        "attn": one(pair.sum()),
-        "attn_prefill": one(pair[pre].sum()),
-        "decode_ctx": one(x[c == 1].sum()),
-        "prefill_sq": one((c[pre] ** 2).sum()),
-        "chunk_sd": one(c.std()),
-    }
-
 
 def _predict_one(model, feats) -> float:
     y = np.asarray(model.predict(feats), dtype=float).ravel()
@@ -218,8 +150,8 @@ def poisson_arrivals(rate: float, num_requests: int, seed: int = 0) -> np.ndarra
     The first request arrives at 0; gaps are exponential with mean ``1/rate``
     from ``numpy.random.default_rng(seed)``.
     """
-    rate = _float_arg("rate", rate, positive=True)
-    n = _int_arg("num_requests", num_requests)
+    rate = check_positive("rate", rate)
+    n = check_int_range("num_requests", num_requests, 1, integral_float=True)
     rng = np.random.default_rng(seed)
     gaps = rng.exponential(1.0 / rate, n - 1)
     return np.concatenate([[0.0], np.cumsum(gaps)])
@@ -270,17 +202,18 @@ class _Config:
 
 def _config(max_num_seqs, max_num_batched_tokens, policy, enable_chunked_prefill,
             long_prefill_token_threshold, step_overhead_ms, step_noise_sd) -> _Config:
-    if policy not in POLICIES:
-        raise InputError(f"policy must be one of {list(POLICIES)}, got {policy!r}")
+    check_choice("policy", policy, POLICIES)
     return _Config(
-        max_num_seqs=_int_arg("max_num_seqs", max_num_seqs),
-        max_num_batched_tokens=_int_arg("max_num_batched_tokens", max_num_batched_tokens),
+        max_num_seqs=check_int_range("max_num_seqs", max_num_seqs, 1, integral_float=True),
+        max_num_batched_tokens=check_int_range("max_num_batched_tokens", max_num_batched_tokens,
+                                               1, integral_float=True),
         policy=policy,
         enable_chunked_prefill=bool(enable_chunked_prefill),
-        long_prefill_token_threshold=_int_arg("long_prefill_token_threshold",
-                                              long_prefill_token_threshold, 0),
-        step_overhead_ms=_float_arg("step_overhead_ms", step_overhead_ms, nonneg=True),
-        step_noise_sd=_float_arg("step_noise_sd", step_noise_sd, nonneg=True),
+        long_prefill_token_threshold=check_int_range("long_prefill_token_threshold",
+                                                     long_prefill_token_threshold, 0,
+                                                     integral_float=True),
+        step_overhead_ms=check_positive("step_overhead_ms", step_overhead_ms, allow_zero=True),
+        step_noise_sd=check_positive("step_noise_sd", step_noise_sd, allow_zero=True),
     )
 
 
@@ -578,8 +511,8 @@ def simulate_closed_loop(model, num_requests: int, concurrency: int, prompt_toke
     0.5
     """
     _check_model(model)
-    N = _int_arg("num_requests", num_requests)
-    C = _int_arg("concurrency", concurrency)
+    N = check_int_range("num_requests", num_requests, 1, integral_float=True)
+    C = check_int_range("concurrency", concurrency, 1, integral_float=True)
     Ps = _per_request("prompt_tokens", prompt_tokens, N)
     Os = _per_request("output_tokens", output_tokens, N)
     cfg = _config(max_num_seqs, max_num_batched_tokens, policy, enable_chunked_prefill,
@@ -619,7 +552,8 @@ def simulate_open_loop(model, *, prompt_tokens, output_tokens, rate: float | Non
         a = np.asarray(arrival_times, dtype=float).ravel()
         if a.size == 0 or not np.all(np.isfinite(a)) or np.any(a < 0):
             raise InputError("arrival_times must be a non-empty sequence of finite times >= 0 s")
-        if num_requests is not None and _int_arg("num_requests", num_requests) != a.size:
+        if (num_requests is not None
+                and check_int_range("num_requests", num_requests, 1, integral_float=True) != a.size):
             raise InputError(f"num_requests={num_requests} but arrival_times has {a.size} items")
         arrivals = a
     else:

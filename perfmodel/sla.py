@@ -64,9 +64,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._checks import check_int_range, check_positive, check_probability
+from ._io import json_safe
 from .errors import InputError
+from .features import batch_features
 from .predictive import PredictiveDistribution
-from .simulate import batch_features
 
 __all__ = [
     "DEFAULT_SEQS_GRID",
@@ -97,34 +99,15 @@ _FEATURE_KEYS = ("B", "S")
 # ---------------------------------------------------------------------------
 
 def _int_arg(name: str, value, minimum: int = 1) -> int:
-    if isinstance(value, bool):
-        raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if (isinstance(value, (float, np.floating)) and math.isfinite(value)
-            and float(value).is_integer()):
-        value = int(value)
-    if not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+    return check_int_range(name, value, minimum, integral_float=True)
 
 
 def _target_arg(name: str, value) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{name} must be a positive finite number of ms, got {value!r}") from None
-    if not math.isfinite(x) or x <= 0:
-        raise InputError(f"{name} must be a positive finite number of ms, got {value!r}")
-    return x
+    return check_positive(name, value, unit="ms")
 
 
 def _q_arg(q) -> float:
-    try:
-        x = float(q)
-    except (TypeError, ValueError):
-        raise InputError(f"q must be a probability in (0, 1), got {q!r}") from None
-    if not (0.0 < x < 1.0):
-        raise InputError(f"q must be a probability in (0, 1), got {q!r}")
-    return x
+    return check_probability("q", q)
 
 
 def _check_predictor_like(fit):
@@ -381,7 +364,7 @@ class SlaAnswer:
     capped: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (_jf(v) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+        return json_safe(asdict(self))
 
 
 @dataclass(frozen=True)
@@ -407,11 +390,7 @@ class BatchAnswer:
     capped: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (_jf(v) if isinstance(v, float) else v) for k, v in asdict(self).items()}
-
-
-def _jf(x):
-    return None if x is None or not math.isfinite(x) else float(x)
+        return json_safe(asdict(self))
 
 
 def _solve_tokens(pred: Predictor, Bs: np.ndarray, targets: np.ndarray, s_max: int):
@@ -924,7 +903,7 @@ def schedule_batch_with_sla(fit, requests, sla_ms: float, *, q: float | None = N
     shrink tokens or requests.  Rule, in order:
 
     1. predict the batch as given (features from the chunks and contexts,
-       :func:`perfmodel.simulate.batch_features`); keep it if it meets the SLA;
+       :func:`perfmodel.features.batch_features`); keep it if it meets the SLA;
     2. trim tokens: remove the fewest prompt tokens, taking from the largest
        prefill chunk first (water-filling; every request keeps >= 1 token,
        decodes are never trimmed), that bring the prediction within the SLA,
@@ -1076,7 +1055,7 @@ def sla_command(args) -> tuple[str, dict]:
         d = recommend_token_budget(fit, args.target_ms, 0.95 if q is None else q,
                                    max_num_seqs_grid=grid, s_max=args.s_max,
                                    cover=getattr(args, "cover", "full_step"), **kw)
-        d = _json_safe(d)
+        d = json_safe(d)
         if d["feasible"]:
             text = (f"recommended: --max-num-seqs {d['max_num_seqs']} --max-num-batched-tokens "
                     f"{d['max_num_batched_tokens']}\n{d['reason']}\n"
@@ -1089,7 +1068,7 @@ def sla_command(args) -> tuple[str, dict]:
     if args.frontier:
         grid = _int_list(args.batch_sizes, "--batch-sizes")
         df = frontier(fit, grid, args.target_ms, q, s_max=args.s_max, **kw)
-        recs = _json_safe(df.astype(object).where(df.notna(), None).to_dict("records"))
+        recs = json_safe(df.astype(object).where(df.notna(), None).to_dict("records"))
         text = df.to_string(index=False)
         return text, {"mode": "frontier", "target_ms": args.target_ms, "q": q, "rows": recs}
     if args.total_tokens is not None:
@@ -1107,18 +1086,3 @@ def sla_command(args) -> tuple[str, dict]:
             if a.feasible else a.reason)
     return text, {"mode": "max_tokens", **a.to_dict()}
 
-
-def _json_safe(x):
-    if isinstance(x, dict):
-        return {k: _json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_safe(v) for v in x]
-    if isinstance(x, (bool, np.bool_)):
-        return bool(x)
-    if isinstance(x, (int, np.integer)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        return _jf(float(x))
-    if x is pd.NA:
-        return None
-    return x

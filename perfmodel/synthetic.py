@@ -68,14 +68,14 @@ from __future__ import annotations
 import math
 import os
 import sys
-import tempfile
-from numbers import Integral, Real
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from . import __version__
+from ._checks import check_choice, check_int_range, check_number
+from ._io import atomic_open
 from .errors import InputError
 from .model import Model, get_model
 from .trace import step_features, validate_trace
@@ -183,26 +183,6 @@ def default_truth(model_name) -> dict[str, float]:
 # argument checks
 # ---------------------------------------------------------------------------
 
-def _int_arg(name, value, lo, hi=None) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise InputError(f"{name} must be an integer, got {value!r}")
-    if value < lo or (hi is not None and value > hi):
-        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-        raise InputError(f"{name} must be {rng}, got {value!r}")
-    return int(value)
-
-
-def _real_arg(name, value, *, lo=None, hi=None, lo_open=False, hi_open=False) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
-        raise InputError(f"{name} must be a finite number, got {value!r}")
-    v = float(value)
-    if lo is not None and (v < lo or (lo_open and v == lo)):
-        raise InputError(f"{name} must be {'>' if lo_open else '>='} {lo}, got {value!r}")
-    if hi is not None and (v > hi or (hi_open and v == hi)):
-        raise InputError(f"{name} must be {'<' if hi_open else '<='} {hi}, got {value!r}")
-    return v
-
-
 def _check_mix(regime_mix) -> dict[str, float]:
     if regime_mix is None:
         return dict(DEFAULT_REGIME_MIX)
@@ -212,7 +192,7 @@ def _check_mix(regime_mix) -> dict[str, float]:
     unknown = [k for k in regime_mix if k not in REGIMES]
     if unknown:
         raise InputError(f"regime_mix: unknown regimes {unknown}; known: {list(REGIMES)}")
-    w = {k: _real_arg(f"regime_mix[{k!r}]", regime_mix.get(k, 0.0), lo=0.0) for k in REGIMES}
+    w = {k: check_number(f"regime_mix[{k!r}]", regime_mix.get(k, 0.0), lo=0.0) for k in REGIMES}
     tot = sum(w.values())
     if tot <= 0:
         raise InputError(f"regime_mix: weights must have a positive sum, got {regime_mix!r}")
@@ -279,12 +259,12 @@ def make_design(n: int, regime_mix=None, max_batch: int = 64, token_cap: int = 2
     >>> bool((d.total_tokens == d.batch_size).all())
     True
     """
-    n = _int_arg("n", n, 1)
+    n = check_int_range("n", n, 1)
     mix = _check_mix(regime_mix)
-    max_batch = _int_arg("max_batch", max_batch, 1)
-    token_cap = _int_arg("token_cap", token_cap, 1)
-    seed = _int_arg("seed", seed, 0)
-    max_context = _int_arg("max_context", max_context, 1)
+    max_batch = check_int_range("max_batch", max_batch, 1)
+    token_cap = check_int_range("token_cap", token_cap, 1)
+    seed = check_int_range("seed", seed, 0)
+    max_context = check_int_range("max_context", max_context, 1)
     if mix["mixed"] > 0 and (max_batch < 2 or token_cap < 3):
         raise InputError(f"regime 'mixed' needs max_batch >= 2 and token_cap >= 3 (one decode "
                          f"plus a prefill chunk >= 2), got max_batch={max_batch}, "
@@ -414,21 +394,20 @@ def simulate_trace(model="seed_id", theta=None, n: int = 2000, *, noise: str = "
     """
     m = get_model(model)
     truth = _check_theta(m, theta)
-    if noise not in NOISE_KINDS:
-        raise InputError(f"noise must be one of {list(NOISE_KINDS)}, got {noise!r}")
-    seed = _int_arg("seed", seed, 0)
+    check_choice("noise", noise, NOISE_KINDS)
+    seed = check_int_range("seed", seed, 0)
     spec: dict = {"kind": noise}
     if sigma is not None:
-        sigma = _real_arg("sigma", sigma, lo=0.0)
+        sigma = check_number("sigma", sigma, lo=0.0)
     if noise == "student_t":
-        spec["df"] = _real_arg("df", df, lo=2.0, lo_open=True)
+        spec["df"] = check_number("df", df, lo=2.0, lo_open=True)
     if noise == "ar1":
-        spec["phi"] = _real_arg("phi", phi, lo=-1.0, hi=1.0, lo_open=True, hi_open=True)
+        spec["phi"] = check_number("phi", phi, lo=-1.0, hi=1.0, lo_open=True, hi_open=True)
     if noise == "heteroscedastic":
-        spec["power"] = _real_arg("power", power)
+        spec["power"] = check_number("power", power)
 
     if design is None:
-        n = _int_arg("n", n, 1)
+        n = check_int_range("n", n, 1)
         design = make_design(n, regime_mix, max_batch, token_cap, seed, max_context=max_context)
         design_spec = {"n": n, "regime_mix": _check_mix(regime_mix), "max_batch": max_batch,
                        "token_cap": token_cap, "max_context": max_context}
@@ -554,18 +533,8 @@ def write_example_trace(path, *, overwrite: bool = True) -> Path:
                         noise=spec["noise"], sigma=spec["sigma"], seed=spec["seed"],
                         regime_mix=spec["regime_mix"], max_batch=spec["max_batch"],
                         token_cap=spec["token_cap"], max_context=spec["max_context"])
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            df.to_csv(fh, index=False, lineterminator="\n")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file normal permissions
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_open(p, "w", force=True) as fh:
+        df.to_csv(fh, index=False, lineterminator="\n")
     return p
 
 

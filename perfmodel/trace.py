@@ -40,17 +40,20 @@ Examples
 from __future__ import annotations
 
 import csv
-import hashlib
 import os
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
+from ._checks import rows_text
+from ._io import sha256_file
 from .errors import InputError
+from .features import request_features, row_reduce
 
 __all__ = [
     "ALIASES",
@@ -58,9 +61,12 @@ __all__ = [
     "LIST_COLUMNS",
     "REQUIRED_COLUMNS",
     "ROW_CONVENTION",
+    "ListColumn",
+    "check_step_columns",
     "describe_aliases",
     "has_context",
     "parse_int_list",
+    "parse_list_column",
     "read_trace",
     "resolve_aliases",
     "step_features",
@@ -342,18 +348,39 @@ def _parse_lists(series: pd.Series) -> _Lists:
     return _Lists(out, missing, bad, flat, counts)
 
 
-def _row_reduce(values: np.ndarray, counts: np.ndarray, rows: np.ndarray, how: str):
-    """Per-row sum/min/max of a flat array; rows with count 0 give 0."""
-    n = len(counts)
-    if how == "sum":
-        return np.bincount(rows, weights=values, minlength=n)
-    out = np.zeros(n, dtype=float)
-    nz = counts > 0
-    if nz.any():
-        starts = (np.cumsum(counts) - counts)[nz]
-        f = np.minimum if how == "min" else np.maximum
-        out[nz] = f.reduceat(values, starts)
-    return out
+class ListColumn(NamedTuple):
+    """A parsed per-request list column (:func:`parse_list_column`)."""
+
+    #: int64: the items of the rows that parsed, in row order
+    flat: np.ndarray
+    #: int64 per row: the number of items (0 where missing or not a list of integers)
+    counts: np.ndarray
+    #: bool per row: the cell is a list of integers
+    ok: np.ndarray
+
+
+def parse_list_column(values) -> ListColumn:
+    """Parse a whole column of per-request lists (``chunk_sizes``, ``context_lens``).
+
+    Problem: per-request features need the items of every cell as one flat
+    array; parse them at once (one vectorised pass for cells already in the
+    canonical ``'a;b;c'`` form, cell by cell for the others) with the cell
+    formats :func:`parse_int_list` accepts.  A missing or malformed cell is
+    not an error here: it is marked in ``ok`` for the caller to report.
+
+    Parameters
+    ----------
+    values : pandas.Series or sequence of cells
+
+    Returns
+    -------
+    ListColumn
+        ``flat``, ``counts`` and ``ok``; ``flat`` concatenates the rows with
+        ``ok`` in row order.
+    """
+    series = values if isinstance(values, pd.Series) else pd.Series(list(values), dtype=object)
+    L = _parse_lists(series)
+    return ListColumn(L.flat, L.counts, L.ok)
 
 
 # ---------------------------------------------------------------------------
@@ -405,6 +432,73 @@ def _numeric(df, col, problems, *, integer=False, label=None) -> np.ndarray:
         if nonint.any():
             problems.append(_Problem(col, f"non-integer {label or 'values'}", nonint))
     return vals
+
+
+def _numeric_column(df: pd.DataFrame, col: str, problems: list[str]) -> np.ndarray:
+    """Column as float; a missing/non-numeric entry is reported in ``problems``."""
+    a = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(a)
+    if bad.any():
+        problems.append(f"column `{col}` has missing or non-numeric values at "
+                        f"{rows_text(bad, df.index)}")
+    return a
+
+
+def check_step_columns(df, *, need_y: bool, name: str = "df") -> dict[str, np.ndarray]:
+    """Check the step columns of a trace; return ``B``, ``S`` (and ``T`` when ``need_y``).
+
+    Problem: estimators and split functions that take a trace (the baselines,
+    :mod:`perfmodel.validation`) need ``batch_size``, ``total_tokens`` and, to
+    fit, ``duration_ms`` as finite numbers with ``B >= 1``, ``S >= B`` and
+    ``T > 0``, without the full :func:`validate_trace`.  Rows are named by
+    the DataFrame's index labels.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+    need_y : bool
+        Also check and return ``duration_ms`` as ``T``.
+    name : str, default 'df'
+        The argument as messages name it.
+
+    Returns
+    -------
+    dict of str -> numpy.ndarray of float
+
+    Raises
+    ------
+    InputError
+        One message listing every problem found (column, first rows, count).
+    """
+    b, s, t = REQUIRED_COLUMNS
+    if not isinstance(df, pd.DataFrame):
+        raise InputError(f"`{name}` must be a pandas DataFrame (a step trace), "
+                         f"got {type(df).__name__}")
+    need = [b, s] + ([t] if need_y else [])
+    missing = [c for c in need if c not in df.columns]
+    if missing:
+        raise InputError(f"`{name}` lacks column(s) {missing}; has {list(df.columns)[:12]}")
+    if len(df) == 0:
+        raise InputError(f"`{name}` has no rows")
+    problems: list[str] = []
+    B, S = _numeric_column(df, b, problems), _numeric_column(df, s, problems)
+    with np.errstate(invalid="ignore"):
+        if (B < 1).any():
+            problems.append(f"column `{b}` must be >= 1; fails at {rows_text(B < 1, df.index)}")
+        if (S < B).any():
+            problems.append(f"column `{s}` must be >= `{b}`; fails at "
+                            f"{rows_text(S < B, df.index)}")
+    out = {"B": B, "S": S}
+    if need_y:
+        T = _numeric_column(df, t, problems)
+        with np.errstate(invalid="ignore"):
+            if (T <= 0).any():
+                problems.append(f"column `{t}` must be > 0; fails at "
+                                f"{rows_text(T <= 0, df.index)}")
+        out["T"] = T
+    if problems:
+        raise InputError(f"`{name}`: " + "; ".join(problems))
+    return out
 
 
 def validate_trace(df, *, drop_invalid: bool = False, source=None,
@@ -533,12 +627,12 @@ def validate_trace(df, *, drop_invalid: bool = False, source=None,
         ok = L.ok
         if ok.any() and len(L.flat):
             rows = np.repeat(np.arange(n), L.counts)
-            lo = _row_reduce(L.flat.astype(float), L.counts, rows, "min")
+            lo = row_reduce(L.flat.astype(float), L.counts, "min")
             if col == "chunk_sizes":
                 if (m := ok & (lo < 1)).any():
                     problems.append(_Problem(col, "a chunk size < 1 (each scheduled request "
                                                   "computes at least one token)", m))
-                tot = _row_reduce(L.flat.astype(float), L.counts, rows, "sum")
+                tot = row_reduce(L.flat.astype(float), L.counts, "sum", rows)
                 if (m := ok & okS & (tot != S)).any():
                     problems.append(_Problem(col, "chunk sizes whose sum differs from "
                                                   "total_tokens", m))
@@ -723,12 +817,7 @@ def _check_header_duplicates(p: Path, sep: str) -> None:
 
 def trace_sha256(path) -> str:
     """Return the hex sha256 of a trace file's bytes (for provenance records)."""
-    p = _check_file(path)
-    h = hashlib.sha256()
-    with open(p, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return sha256_file(_check_file(path))
 
 
 # ---------------------------------------------------------------------------
@@ -742,23 +831,27 @@ def has_context(df) -> bool:
     return all(c in df.columns and not df[c].isna().any() for c in LIST_COLUMNS)
 
 
-def step_features(df) -> dict[str, np.ndarray]:
-    """Compute the per-step features that the model family uses.
+def step_features(df, *, counts_keys: bool = False) -> dict[str, np.ndarray]:
+    """Compute the per-step features that the model family uses, from a trace.
 
-    Problem: models see a step through a few numbers; compute them once,
-    vectorised (each list column is parsed with one join/split/cast).
+    Problem: models see a step through a few numbers; read them from a trace
+    (each list column is parsed at once) and compute them with the package's
+    one feature kernel, :func:`perfmodel.features.request_features`, whose
+    module documents the definitions.
 
     Keys (float64 arrays, one value per row):
 
-    * ``B``, ``S`` - always;
-    * when ``chunk_sizes`` and ``context_lens`` are present, with ``c_i`` the
-      chunk size and ``ctx_i`` the prior context of request ``i``:
-      ``ctx_sum = sum ctx_i``; ``ctx_max = max ctx_i``;
-      ``attn = sum c_i (ctx_i + c_i/2)`` (query-key pairs, causal half of the
-      own chunk); ``attn_prefill`` = the same sum over prefill chunks
-      (``c_i > 1``) only; ``decode_ctx = sum of ctx_i over c_i == 1``;
-      ``prefill_sq = sum of c_i^2 over c_i > 1``; ``chunk_sd`` = population
-      standard deviation of the ``c_i``.
+    * ``B``, ``S`` - always (the ``batch_size`` and ``total_tokens`` columns);
+    * when ``chunk_sizes`` and ``context_lens`` are present,
+      :data:`perfmodel.features.CONTEXT_KEYS`: with ``c_i`` the chunk size and
+      ``ctx_i`` the prior context of request ``i``: ``ctx_sum = sum ctx_i``;
+      ``ctx_max = max ctx_i``; ``attn = sum c_i (ctx_i + c_i/2)`` (query-key
+      pairs, causal half of the own chunk); ``attn_prefill`` = the same sum
+      over prefill chunks (``c_i > 1``) only; ``decode_ctx = sum of ctx_i
+      over c_i == 1``; ``prefill_sq = sum of c_i^2 over c_i > 1``;
+      ``chunk_sd`` = population standard deviation of the ``c_i``;
+    * with ``counts_keys``, also :data:`perfmodel.features.COUNT_KEYS`
+      (``n_decode``, ``n_prefill``, ``s_prefill``, ``max_chunk``).
 
     Verified against hand-computed values in ``tests/test_trace.py``.
 
@@ -767,6 +860,8 @@ def step_features(df) -> dict[str, np.ndarray]:
     df : pandas.DataFrame
         A trace in the canonical schema (``validate_trace``); ``duration_ms``
         is not needed.
+    counts_keys : bool, default False
+        Add the per-step request counts.
 
     Returns
     -------
@@ -794,7 +889,6 @@ def step_features(df) -> dict[str, np.ndarray]:
     feats = {"B": B, "S": S}
     if not all(c in df.columns for c in LIST_COLUMNS):
         return feats
-    n = len(df)
     Lc, Lx = _parse_lists(df["chunk_sizes"]), _parse_lists(df["context_lens"])
     for col, L in (("chunk_sizes", Lc), ("context_lens", Lx)):
         if (~L.ok).any():
@@ -804,23 +898,8 @@ def step_features(df) -> dict[str, np.ndarray]:
     if problems:
         raise InputError("step_features: " + "; ".join(p.message() for p in problems)
                          + f" [{ROW_CONVENTION}]; pass the trace through validate_trace first")
-    counts = Lc.counts
-    rows = np.repeat(np.arange(n), counts)
-    c = Lc.flat.astype(float)
-    x = Lx.flat.astype(float)
-    pre = c > 1
-    pair = c * (x + c / 2.0)
-    mean_c = np.bincount(rows, weights=c, minlength=n) / counts
-    dev = c - mean_c[rows]
-    feats.update(
-        ctx_sum=np.bincount(rows, weights=x, minlength=n),
-        ctx_max=_row_reduce(x, counts, rows, "max"),
-        attn=np.bincount(rows, weights=pair, minlength=n),
-        attn_prefill=np.bincount(rows, weights=np.where(pre, pair, 0.0), minlength=n),
-        decode_ctx=np.bincount(rows, weights=np.where(c == 1, x, 0.0), minlength=n),
-        prefill_sq=np.bincount(rows, weights=np.where(pre, c * c, 0.0), minlength=n),
-        chunk_sd=np.sqrt(np.bincount(rows, weights=dev * dev, minlength=n) / counts),
-    )
+    f = request_features(Lc.flat, Lx.flat, Lc.counts, counts_keys=counts_keys)
+    feats.update((k, v) for k, v in f.items() if k not in feats)
     return feats
 
 

@@ -513,7 +513,7 @@ def profile_intervals(fit, data=None, *, y=None, params=None, alpha: float = 0.0
         def crit(rss):
             return n * math.log(max(rss, 1e-300) / rss0) - q
 
-    with _one_thread():
+    with one_blas_thread():
         rows = _profile_all(names, params, func, jac, fs, target, w, theta, lo, hi, pscale,
                             fit.stderr, crit)
     lo_v, hi_v, lb, ub, nf, notes = map(list, zip(*rows))
@@ -1029,7 +1029,7 @@ def _jack_task(job: _Job, item):
         return g, None, f"{type(exc).__name__}: {exc}"
 
 
-def _one_thread():
+def one_blas_thread():
     """Limit BLAS/OpenMP to one thread: the per-resample problems are small
     (n x p, p <= 9) and on a loaded machine OpenBLAS's spinning threads make
     each fit several times slower (measured: 26 ms vs 190-500 ms for one
@@ -1045,7 +1045,7 @@ def _one_thread():
 
 
 def _chunk_run(func, items):
-    with _one_thread():
+    with one_blas_thread():
         return [func(it) for it in items]
 
 
@@ -1057,7 +1057,7 @@ def _parallel(func, items, n_jobs, progress, desc):
     bar = tqdm(total=len(items), desc=desc, disable=not progress)
     try:
         if n_jobs == 1:
-            with _one_thread():
+            with one_blas_thread():
                 for it in items:
                     out.append(func(it))
                     bar.update(1)

@@ -36,8 +36,12 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from perfmodel.baselines import _CHUNKS, _check_trace, _parse_column, _rows
+from perfmodel._checks import check_int_range
+from perfmodel._checks import rows_text as _rows
 from perfmodel.errors import InputError
+from perfmodel.features import row_reduce
+from perfmodel.trace import check_step_columns as _check_trace
+from perfmodel.trace import parse_list_column
 
 __all__ = [
     "DECORRELATION_THRESHOLD",
@@ -63,12 +67,7 @@ REGIMES = ("decode-only", "mixed", "prefill-heavy")
 
 
 def _int(v: Any, name: str, lo: int, hi: int | None = None) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo or (
-        hi is not None and v > hi
-    ):
-        rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
-        raise InputError(f"`{name}` must be an integer {rng}, got {v!r}")
-    return int(v)
+    return check_int_range(f"`{name}`", v, lo, hi)
 
 
 # ----------------------------------------------------------------------------
@@ -247,10 +246,10 @@ def regime(df: pd.DataFrame, prefill_ratio: float = 32.0) -> pd.Series:
     if "num_decode" in df.columns:
         nd = pd.to_numeric(df["num_decode"], errors="coerce").to_numpy(dtype=float)
         no_decode = nd == 0
-    elif _CHUNKS in df.columns:
-        parts, _, ok = _parse_column(df[_CHUNKS])
-        no_decode = np.array([bool(g) and bool((p > 1).all()) for p, g in zip(parts, ok)],
-                             dtype=bool)
+    elif "chunk_sizes" in df.columns:
+        col = parse_list_column(df["chunk_sizes"])
+        smallest = row_reduce(col.flat.astype(float), col.counts, "min")
+        no_decode = col.ok & (col.counts > 0) & (smallest > 1)
     heavy = ~decode & ((S / B >= prefill_ratio) | no_decode)
     lab = np.where(decode, REGIMES[0], np.where(heavy, REGIMES[2], REGIMES[1]))
     return pd.Series(pd.Categorical(lab, categories=list(REGIMES)), index=df.index,
@@ -395,13 +394,15 @@ def _schedule_key(df: pd.DataFrame) -> np.ndarray:
     """Code of each step's schedule: B, S and the multiset of (chunk, context) pairs."""
     base = (df["batch_size"].astype("int64").astype(str) + "|"
             + df["total_tokens"].astype("int64").astype(str)).to_numpy(dtype=object)
-    cols = [c for c in (_CHUNKS, "context_lens") if c in df.columns]
+    cols = [c for c in ("chunk_sizes", "context_lens") if c in df.columns]
     if cols:
-        parsed = [_parse_column(df[c]) for c in cols]
+        lists = [parse_list_column(df[c]) for c in cols]
+        # per row: (items, ok) -- items split from the flat array by the row counts
+        parsed = [(np.split(lc.flat, np.cumsum(lc.counts)[:-1]), lc.ok) for lc in lists]
         key = np.empty(len(df), dtype=object)
         for i in range(len(df)):
             parts = [p[0][i] for p in parsed]
-            ok = all(p[2][i] for p in parsed) and len({a.size for a in parts}) == 1
+            ok = all(p[1][i] for p in parsed) and len({a.size for a in parts}) == 1
             if ok:  # requests in any order are the same step
                 srt = np.lexsort(parts[::-1])
                 tail = ";".join(",".join(map(str, a[srt].tolist())) for a in parts)

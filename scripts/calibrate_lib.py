@@ -41,6 +41,7 @@ from perfmodel.calibrate import (
 )
 from perfmodel.datasets import load_llm_inference_bench
 from perfmodel.errors import InputError
+from perfmodel.model import RECOMMENDED
 from perfmodel.results import atomic_write_text
 
 HARDWARE = ("Nvidia A100 GPU", "Nvidia H100 GPU")
@@ -128,7 +129,8 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--members", nargs="+", default=["seed_ctx_mono", "seed_id"])
+    ap.add_argument("--members", nargs="+",
+                    default=[RECOMMENDED["context"], RECOMMENDED["no_context"]])
     ap.add_argument("--n-starts", type=int, default=4)
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)

@@ -57,10 +57,11 @@ sys.path.insert(0, str(ROOT))
 
 from perfmodel.compare import compare, load_trace_arg
 from perfmodel.errors import PerfmodelError
+from perfmodel.model import RECOMMENDED
 
-RECOMMENDED_CTX = "seed_ctx_mono"
+RECOMMENDED_CTX = RECOMMENDED["context"]
 NESTED_CTX = "seed_attn_kv"  # the context-aware member that nests seed_id
-RECOMMENDED_BS = "seed_id"
+RECOMMENDED_BS = RECOMMENDED["no_context"]
 SEED_FORM = "seed_id"  # the seed form, fitted through its identifiable parameters
 
 

@@ -9,7 +9,6 @@ Usage: ``python scripts/summarize_vllm_data.py [--checksums]``
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from perfmodel.collect.machine_state import flag_contended
+from perfmodel.datasets import sha256_file
 from perfmodel.noise import replicate_floor
 from perfmodel.results import atomic_write_text
 from perfmodel.trace import read_trace, step_features
@@ -30,7 +30,7 @@ def checksums() -> str:
     lines = []
     for p in sorted(DATA.rglob("*")):
         if p.is_file() and p.name != "SHA256SUMS":
-            lines.append(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(DATA)}")
+            lines.append(f"{sha256_file(p)}  {p.relative_to(DATA)}")
     return "\n".join(lines) + "\n"
 
 

@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from perfmodel.cli import resolve_model
 from perfmodel.fit import fit_model
+from perfmodel.model import default_for
 from perfmodel.results import atomic_write_text
 from perfmodel.simulate import validate_closed_loop
 from perfmodel.trace import read_trace
@@ -42,7 +42,7 @@ def validate(data: Path, model: str = "auto") -> pd.DataFrame:
         calib_p = summ.with_name(run + ".calib-pre.csv")
         summary = json.loads(summ.read_text())
         trace = read_trace(trace_p)
-        name = resolve_model(model, trace)
+        name = default_for(trace) if model == "auto" else model
         drift = None
         post_p = summ.with_name(run + ".calib-post.csv")
         if calib_p.exists() and post_p.exists():

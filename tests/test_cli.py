@@ -265,3 +265,31 @@ def test_random_state_must_be_an_integer(tmp_path, capsys):
     rc, _, err = run(["fit", EXAMPLE, "-o", tmp_path / "f.json", "--random-state", "x"], capsys)
     assert rc == 2 and "--random-state: invalid int value" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_auto_model_is_the_registry_default(capsys):
+    import pandas as pd
+
+    from perfmodel.cli import resolve_model
+    from perfmodel.model import RECOMMENDED
+
+    bs = pd.DataFrame({"batch_size": [1], "total_tokens": [3]})
+    assert resolve_model("auto", bs) == RECOMMENDED["no_context"] == "seed_id"
+    ctx = bs.assign(chunk_sizes=["3"], context_lens=["0"])
+    assert resolve_model("auto", ctx) == RECOMMENDED["context"] == "seed_ctx_mono"
+    assert resolve_model("seed_gamma", ctx) == "seed_gamma"
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert ("default: auto = seed_ctx_mono when the trace has chunk_sizes and context_lens, "
+            "else seed_id") in text
+
+
+def test_an_output_that_is_not_a_regular_file_is_refused_before_fitting(tmp_path, capsys):
+    real = tmp_path / "real.json"
+    real.write_text("keep\n")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    rc, _, err = run(["fit", EXAMPLE, "-o", link, "--force", "--model", "seed_id"], capsys)
+    assert rc == 2 and "is a symbolic link, not a regular file" in err
+    assert real.read_text() == "keep\n" and link.is_symlink()

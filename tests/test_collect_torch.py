@@ -17,6 +17,7 @@ torch = pytest.importorskip(
     "torch", reason="torch is not installed in this environment (the collector is optional; "
                     "use a venv with torch, e.g. .venv-torch)")
 
+from perfmodel._io import sha256_file
 from perfmodel.collect_torch import harness as H
 from perfmodel.errors import InputError
 
@@ -167,7 +168,7 @@ def test_collect_end_to_end_on_cpu(cfg, tmp_path):
     assert (df["num_decode"] + df["num_prefill"] == df["batch_size"]).all()
     assert (df.groupby("config")["replicate"].nunique() == 2).all()
     saved = json.loads((tmp_path / "trace.meta.json").read_text())
-    assert saved["csv_sha256"] == H._sha256(tmp_path / "trace.csv")
+    assert saved["csv_sha256"] == sha256_file(tmp_path / "trace.csv")
     assert saved["noise_floor"]["n_configs"] == 9
 
 

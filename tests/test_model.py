@@ -127,3 +127,62 @@ def test_non_increasing_in_b_without_per_request_cost(theta, s):
     b = np.arange(1, 600, dtype=float)
     t = get_model("seed_id").predict(th, {"B": b, "S": np.full_like(b, s)})
     assert np.all(np.diff(t) <= 1e-9 * np.abs(t[1:]))
+
+
+# ---------------------------------------------------------------------------
+# the registry: members, recommendation, no import cycle
+# ---------------------------------------------------------------------------
+
+def test_registry_holds_every_member_in_order():
+    from perfmodel import model_base, models_ctx, models_seed
+
+    assert list(MODELS) == ["seed", "seed_id", "seed_gamma", "seed_ctx", "seed_kv", "seed_attn",
+                            "seed_attn_kv", "seed_ctx_mono"]
+    assert list(MODELS.values()) == [*models_seed.MEMBERS, *models_ctx.MEMBERS]
+    assert all(isinstance(m, model_base.Model) for m in MODELS.values())
+    assert get_model(MODELS["seed_id"]) is MODELS["seed_id"]
+    with pytest.raises(InputError, match="unknown model 'nope'; known models"):
+        get_model("nope")
+
+
+def test_recommended_and_default_for():
+    import pandas as pd
+
+    from perfmodel.model import RECOMMENDED, default_for
+
+    assert dict(RECOMMENDED) == {"context": "seed_ctx_mono", "no_context": "seed_id"}
+    assert set(RECOMMENDED.values()) <= set(MODELS)
+    with pytest.raises(TypeError):
+        RECOMMENDED["context"] = "seed_id"  # read-only
+    bs = pd.DataFrame({"batch_size": [1, 2], "total_tokens": [3, 4]})
+    ctx = bs.assign(chunk_sizes=["3", "3;1"], context_lens=["0", "5;9"])
+    assert default_for(bs) == "seed_id"
+    assert default_for(ctx) == "seed_ctx_mono"
+    assert default_for(ctx.assign(context_lens=["0", None])) == "seed_id"  # not on every row
+
+
+def test_no_import_cycle_in_the_model_layer():
+    """model_base, models_seed and models_ctx never import the registry perfmodel.model."""
+    import ast
+    from pathlib import Path
+
+    pkg = Path(__file__).resolve().parents[1] / "perfmodel"
+    for name in ("model_base", "models_seed", "models_ctx", "features"):
+        tree = ast.parse((pkg / f"{name}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                assert node.module != "model", name
+                assert node.module is not None or all(a.name != "model" for a in node.names), name
+
+
+def test_the_registry_is_complete_on_first_import():
+    import subprocess
+    import sys
+
+    code = ("from perfmodel.model import get_model; import sys; "
+            "print(get_model('seed_ctx_mono').n_params, 'perfmodel.model' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["9", "True"]
+    code = "import perfmodel.models_ctx, sys; print('perfmodel.model' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

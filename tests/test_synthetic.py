@@ -87,8 +87,8 @@ def test_design_regime_mix_and_caps():
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    ({"n": 0}, "n must be >= 1"),
-    ({"n": 5, "seed": -1}, "seed must be >= 0"),
+    ({"n": 0}, "n must be an integer >= 1, got 0"),
+    ({"n": 5, "seed": -1}, "seed must be an integer >= 0, got -1"),
     ({"n": 5, "seed": 1.5}, "seed must be an integer"),
     ({"n": 5, "regime_mix": {"decode": 1.0}}, "unknown regimes"),
     ({"n": 5, "regime_mix": {"mixed": 0.0}}, "positive sum"),
@@ -233,7 +233,7 @@ def test_t_positive_by_redrawing_large_additive_noise():
 @pytest.mark.parametrize("kwargs,match", [
     ({"noise": "laplace"}, "noise must be one of"),
     ({"noise": "student_t", "df": 2.0}, "df must be > 2"),
-    ({"noise": "ar1", "phi": 1.0}, "phi must be < 1"),
+    ({"noise": "ar1", "phi": 1.0}, r"phi must be in \(-1.0, 1.0\), got 1.0"),
     ({"noise": "gaussian", "sigma": -1.0}, "sigma must be >= 0"),
     ({"theta": {"tau_0": 1.0}}, "missing parameters"),
     ({"theta": {**default_truth("seed_id"), "tau_0": -1.0}}, "tau_0=-1.0 not in"),

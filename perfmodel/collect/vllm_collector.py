@@ -45,6 +45,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from perfmodel._io import atomic_open, atomic_write_text, json_safe, sha256_file
 from perfmodel.collect import machine_state
 from perfmodel.collect.workloads import (
     WORKLOADS,
@@ -311,44 +312,25 @@ def output_paths(out: str | os.PathLike, workload: str, calibration_steps: int =
     return paths
 
 
-def _atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def write_csv_atomic(df: pd.DataFrame, path: str | os.PathLike) -> str:
     """Write ``df`` as CSV through a temporary file and a rename; return its sha256."""
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"argument 'df' must be a pandas DataFrame, got {type(df).__name__}")
     path = Path(path)
-    _atomic_write(path, lambda fh: df.to_csv(fh, index=False, lineterminator="\n"))
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    with atomic_open(path, "w", force=True, make_parents=True, fsync=True) as fh:
+        df.to_csv(fh, index=False, lineterminator="\n")
+    return sha256_file(path)
 
 
 def write_json_atomic(obj: Any, path: str | os.PathLike) -> None:
     """Write ``obj`` as indented JSON through a temporary file and a rename."""
-    _atomic_write(Path(path), lambda fh: (json.dump(obj, fh, indent=2, sort_keys=False,
-                                                    default=_json_default), fh.write("\n")))
+    text = json.dumps(json_safe(obj, fallback=_json_value), indent=2, sort_keys=False) + "\n"
+    atomic_write_text(path, text, force=True, make_parents=True, fsync=True)
 
 
-def _json_default(o: Any):
-    if hasattr(o, "item"):
-        return o.item()
-    if isinstance(o, (set, frozenset, tuple)):
-        return list(o)
-    if isinstance(o, Path):
-        return str(o)
-    return str(o)
+def _json_value(o: Any):
+    """``json_safe`` fallback of the collector's records: ``.item()`` scalars (torch), else str."""
+    return json_safe(o.item()) if hasattr(o, "item") else str(o)
 
 
 def _versions() -> dict[str, str | None]:
@@ -502,7 +484,7 @@ def _model_folder(cache_dir: Path, name: str, cfg: dict[str, Any]) -> Path:
     folder = cache_dir / "models" / f"{name}-{digest}"
     target = folder / "config.json"
     if not target.is_file() or target.read_text(encoding="utf-8") != text:
-        _atomic_write(target, lambda fh: fh.write(text))
+        atomic_write_text(target, text, force=True, make_parents=True, fsync=True)
     return folder
 
 
@@ -665,7 +647,7 @@ def reproduce_command(model_config, workload: str, steps: int | None, seed: int,
     if steps is not None:
         parts += ["--steps", str(steps)]
     for k, v in workload_params.items():
-        parts += ["--param", f"{k}={json.dumps(v, default=_json_default)}"]
+        parts += ["--param", f"{k}={json.dumps(json_safe(v, fallback=_json_value))}"]
     if calibration_steps:
         parts += ["--calibration-steps", str(calibration_steps)]
     if warmup_steps:
@@ -902,7 +884,7 @@ def run_collect(args: argparse.Namespace) -> int:
     summary = collect_summary(paths, model_config=args.model_config, workload=args.workload,
                               steps=args.steps, seed=args.seed)
     if getattr(args, "json", False):
-        print(json.dumps(summary, indent=2, default=_json_default))
+        print(json.dumps(json_safe(summary, fallback=_json_value), indent=2))
     else:
         for role, p in paths.items():
             n = summary["rows"].get(role)  # trace files only

@@ -44,6 +44,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from perfmodel._checks import check_int_range, check_number
 from perfmodel.errors import InputError
 
 __all__ = [
@@ -92,22 +93,11 @@ class EngineView:
 
 
 def _check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise InputError(f"argument {name!r} must be an integer, got {value!r}")
-    value = int(value)
-    if value < low or (high is not None and value > high):
-        rng = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise InputError(f"argument {name!r} must be {rng}, got {value}")
-    return value
+    return check_int_range(f"argument {name!r}", value, low, high)
 
 
 def _check_float(name: str, value: Any, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
-        raise InputError(f"argument {name!r} must be a number, got {value!r}")
-    value = float(value)
-    if not (low <= value <= high):
-        raise InputError(f"argument {name!r} must be in [{low}, {high}], got {value}")
-    return value
+    return check_number(f"argument {name!r}", value, lo=low, hi=high)
 
 
 def _check_int_tuple(name: str, value: Any, low: int) -> tuple[int, ...]:

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import hashlib
 import json
 import math
 import os
@@ -64,6 +63,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from perfmodel._io import sha256_file
 from perfmodel.errors import InputError
 
 __all__ = [
@@ -648,14 +648,6 @@ def _shape_class(s: StepConfig) -> tuple[str, int, int]:
             int(math.log2(max(1, max(a + b for a, b in zip(s.chunk_sizes, s.context_lens))))))
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _nvidia_smi(query: str) -> str:
     try:
         r = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv"],
@@ -914,7 +906,7 @@ def collect(config: LlamaConfig, params: WorkloadParams, out_dir: str | os.PathL
     meta["status"] = status
     meta["rows"] = n_rows
     meta["csv"] = csv_path.name
-    meta["csv_sha256"] = _sha256(csv_path)
+    meta["csv_sha256"] = sha256_file(csv_path)
     if is_cuda:
         meta["gpu"]["max_memory_allocated"] = torch.cuda.max_memory_allocated(dev)
         meta["gpu"]["nvidia_smi_end"] = _nvidia_smi(
