@@ -43,10 +43,10 @@ __all__ = ["MODELS", "RECOMMENDED", "FitResult", "__version__", "default_for", "
            "get_model", "read_trace"]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .fit import fit_model
-    from .model import MODELS, RECOMMENDED, default_for, get_model
-    from .results import FitResult
-    from .trace import read_trace
+    from perfmodel.fit import fit_model
+    from perfmodel.model import MODELS, RECOMMENDED, default_for, get_model
+    from perfmodel.results import FitResult
+    from perfmodel.trace import read_trace
 
 
 def __getattr__(name: str) -> Any:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import InputError
+from perfmodel.errors import InputError
 
 __all__ = [
     "atomic_open",

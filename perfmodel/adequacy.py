@@ -36,9 +36,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ._checks import check_int_range
-from .errors import InputError
-from .scale import scale_of
+from perfmodel._checks import check_int_range
+from perfmodel.errors import InputError
+from perfmodel.scale import scale_of
 
 __all__ = [
     "LackOfFitResult",
@@ -215,7 +215,7 @@ def lack_of_fit(y, yhat, groups, n_params: int, weights=None) -> LackOfFitResult
 
 def _measured_and_fitted(fit, df) -> tuple[np.ndarray, np.ndarray]:
     """(measured, predicted) step times in ms of a FitResult on a trace."""
-    from .trace import validate_trace
+    from perfmodel.trace import validate_trace
 
     if not hasattr(fit, "predict") or not hasattr(fit, "options"):
         raise InputError(f"fit must be a FitResult, got {type(fit).__name__}")
@@ -397,7 +397,7 @@ def residual_trends(fit, df, variables=TREND_VARIABLES) -> pd.DataFrame:
     :class:`TrendCheck` rows (``variable``, ``slope``, ``stderr``, ``t``,
     ``pvalue``, ``n``).
     """
-    from .trace import step_features, validate_trace
+    from perfmodel.trace import step_features, validate_trace
 
     d = validate_trace(df)
     feats = step_features(d)

@@ -57,12 +57,12 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
-from ._checks import check_int_range
-from .errors import FitError, InputError
-from .features import uniform_batch_features
-from .fit import fit_curve
-from .model import RECOMMENDED, Model, get_model
-from .scale import LOG
+from perfmodel._checks import check_int_range
+from perfmodel.errors import FitError, InputError
+from perfmodel.features import uniform_batch_features
+from perfmodel.fit import fit_curve
+from perfmodel.model import RECOMMENDED, Model, get_model
+from perfmodel.scale import LOG
 
 __all__ = [
     "REQUEST_COLUMNS",
@@ -411,7 +411,7 @@ def calibrate_from_requests(df_rows, model=RECOMMENDED["context"], seed: int = 0
     >>> bool(fit.mape < 1e-3)
     True
     """
-    from .results import FitResult
+    from perfmodel.results import FitResult
 
     m = _check_model(model)
     n_starts = check_int_range("n_starts", n_starts, 1)
@@ -616,7 +616,7 @@ def grouped_kfold_requests(df_rows, model=RECOMMENDED["context"], *, k: int = 5,
     if len(uniq) < k:
         raise InputError(f"k={k} folds need at least {k} distinct (B, L) configurations, "
                          f"got {len(uniq)}")
-    from .validation import grouped_kfold  # the package's one fold splitter
+    from perfmodel.validation import grouped_kfold  # the package's one fold splitter
 
     fold = np.empty(y.size, np.int64)
     for i, (_, te) in enumerate(grouped_kfold(uniq.get_indexer(cfg), int(k), seed)):

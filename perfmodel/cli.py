@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__
-from ._io import atomic_write_text, check_output_path, json_safe
-from .errors import PerfmodelError
+from perfmodel import __version__
+from perfmodel._io import atomic_write_text, check_output_path, json_safe
+from perfmodel.errors import PerfmodelError
 
 #: the default model and loss; chosen from held-out measurements (README, "Defaults")
 DEFAULT_MODEL = "auto"
@@ -86,15 +86,15 @@ def resolve_model(name: str, df) -> str:
     """Resolve ``auto`` to :func:`perfmodel.model.default_for` of the trace ``df``."""
     if name != "auto":
         return name
-    from .model import default_for
+    from perfmodel.model import default_for
 
     return default_for(df)
 
 
 # ---------------------------------------------------------------------------
 def cmd_fit(args):
-    from .fit import fit_model
-    from .trace import read_trace, trace_sha256
+    from perfmodel.fit import fit_model
+    from perfmodel.trace import read_trace, trace_sha256
 
     out = _check_output(args.output, args.force)
     df = read_trace(args.trace, drop_invalid=args.drop_invalid)
@@ -111,7 +111,7 @@ def cmd_fit(args):
         res.provenance["dropped_invalid_rows"] = len(df.attrs["dropped"])
     summary = res.summary()
     if args.bootstrap:
-        from .uncertainty import bootstrap
+        from perfmodel.uncertainty import bootstrap
 
         bs = bootstrap(res, df, n_boot=args.bootstrap, scheme=args.scheme, seed=args.seed,
                        n_jobs=args.jobs, method=args.ci_method, progress=not args.json)
@@ -135,7 +135,7 @@ def _delegate(module: str):
 
 
 def _load_fit(path):
-    from .results import FitResult
+    from perfmodel.results import FitResult
 
     return FitResult.from_json(Path(path))
 
@@ -147,7 +147,7 @@ def cmd_report(args):
 
 
 def cmd_predict(args):
-    from .trace import read_trace
+    from perfmodel.trace import read_trace
 
     out = _check_output(args.output, args.force)
     res = _load_fit(args.fit)
@@ -164,9 +164,9 @@ def cmd_predict(args):
 
 def cmd_diagnose(args):
     """Residual tests of a fit on a trace, on the fit's own scale (:mod:`perfmodel.scale`)."""
-    from .diagnostics import residual_table
-    from .scale import scale_of
-    from .trace import read_trace, step_features, time_order
+    from perfmodel.diagnostics import residual_table
+    from perfmodel.scale import scale_of
+    from perfmodel.trace import read_trace, step_features, time_order
 
     res = _load_fit(args.fit)
     df = read_trace(args.trace)
@@ -185,9 +185,9 @@ def cmd_diagnose(args):
 
 # ---------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    from .model import MODELS, RECOMMENDED
-    from .scale import DEFAULT as DEFAULT_SCALE
-    from .scale import SCALES
+    from perfmodel.model import MODELS, RECOMMENDED
+    from perfmodel.scale import DEFAULT as DEFAULT_SCALE
+    from perfmodel.scale import SCALES
 
     p = _Parser(prog="perfmodel", description="Step-latency models for LLM serving engines.")
     p.add_argument("--version", action="version", version=f"perfmodel {__version__}")
@@ -261,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
         common(sp, **kw)
         sp.set_defaults(func=_delegate(name))
 
-    from .collect import add_collect_parser
+    from perfmodel.collect import add_collect_parser
 
     add_collect_parser(sub)
     return p

@@ -54,11 +54,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .errors import FitError, InputError
-from .features import CONTEXT_KEYS
-from .model import MODELS
-from .scale import DEFAULT as DEFAULT_SCALE
-from .scale import SCALES, get_scale
+from perfmodel.errors import FitError, InputError
+from perfmodel.features import CONTEXT_KEYS
+from perfmodel.model import MODELS
+from perfmodel.scale import DEFAULT as DEFAULT_SCALE
+from perfmodel.scale import SCALES, get_scale
 
 __all__ = [
     "CV_SCHEMES",
@@ -90,7 +90,7 @@ _REGIMES = ("decode-only", "mixed", "prefill-heavy")
 def _splits(df: pd.DataFrame, cv: str, k: int, seed: int, quantile: float,
             time_ordered: bool | None) -> list[tuple[np.ndarray, np.ndarray]]:
     """The folds of ``cv``, from the fold engine :func:`perfmodel.validation.make_folds`."""
-    from .validation import fold_groups, is_time_ordered, make_folds
+    from perfmodel.validation import fold_groups, is_time_ordered, make_folds
 
     if cv not in CV_SCHEMES:
         raise InputError(f"cv {cv!r} is not one of {list(CV_SCHEMES)}")
@@ -133,7 +133,7 @@ class ModelCandidate:
         return self.model
 
     def fit(self, df: pd.DataFrame) -> ModelCandidate:
-        from .fit import fit_model
+        from perfmodel.fit import fit_model
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -159,7 +159,7 @@ class ModelCandidate:
 def _needs_context(name: str, kind: str) -> bool:
     if kind == "baseline":
         return name == "distserve"
-    from .model import get_model
+    from perfmodel.model import get_model
 
     return bool(set(get_model(name).requires) & _CTX_FEATURES)
 
@@ -167,7 +167,7 @@ def _needs_context(name: str, kind: str) -> bool:
 def _make(name: str, kind: str, relative: str, loss: str, n_starts: int, seed: int):
     if kind == "model":
         return ModelCandidate(name, relative=relative, loss=loss, n_starts=n_starts, seed=seed)
-    from .baselines import get_baseline
+    from perfmodel.baselines import get_baseline
 
     kw: dict[str, Any] = {"relative": get_scale(relative).relative}
     if name == "random_forest":
@@ -184,7 +184,7 @@ def _scale_resid(y, yhat, relative):
 
 
 def _score(y, pred, labels, prefix=""):
-    from .validation import metrics
+    from perfmodel.validation import metrics
 
     out = {}
     m = metrics(y, pred)
@@ -255,10 +255,10 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
     ``cv``, ``k``, ``relative``.  Sorted as given (models, then baselines).
     ``df.attrs['noise_floor']`` holds the floor as a dict.
     """
-    from .baselines import BASELINES
-    from .model import MODELS
-    from .noise import noise_floor
-    from .trace import has_context, validate_trace
+    from perfmodel.baselines import BASELINES
+    from perfmodel.model import MODELS
+    from perfmodel.noise import noise_floor
+    from perfmodel.trace import has_context, validate_trace
 
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"df must be a pandas DataFrame (a step trace), got {type(df).__name__}")
@@ -277,7 +277,7 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
     nf = noise_floor(df) if floor is None else floor
     ctx = has_context(df)
     y = df["duration_ms"].to_numpy(float)
-    from .validation import regime
+    from perfmodel.validation import regime
 
     labels = regime(df).to_numpy().astype(str)
     test_rows = np.unique(np.concatenate([te for _, te in splits]))
@@ -325,7 +325,7 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
                 row["n_params"] = np.nan if kpar is None else int(kpar)
                 e = _scale_resid(y, p, relative)
                 if e is not None and kpar is not None:
-                    from .adequacy import information_criteria
+                    from perfmodel.adequacy import information_criteria
 
                     row["aic"], row["bic"] = information_criteria(float(e @ e), len(y), int(kpar))
             except (InputError, FitError, ValueError, np.linalg.LinAlgError) as exc:
@@ -351,13 +351,13 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
 # ---------------------------------------------------------------------------
 def load_trace_arg(spec: str) -> tuple[pd.DataFrame, str]:
     """Load ``TRACE``: a file, or a dataset name (module docstring). Returns (df, label)."""
-    from . import datasets
+    from perfmodel import datasets
 
     if not isinstance(spec, str) or not spec:
         raise InputError(f"TRACE must be a file or a dataset name, got {spec!r}")
     p = Path(spec)
     if p.exists():
-        from .trace import read_trace
+        from perfmodel.trace import read_trace
 
         return read_trace(p), p.stem
     name, _, arg = spec.partition(":")
@@ -402,7 +402,7 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
                         help="grouped k-fold (no replicate in both train and test), time "
                              "(expanding window) or extrapolate (train on the lower S and B)")
     parser.add_argument("-k", "--folds", type=int, default=5, dest="k", help="folds (default 5)")
-    from .cli import add_random_state_argument
+    from perfmodel.cli import add_random_state_argument
 
     add_random_state_argument(parser, "the folds, the multi-starts and the random forest")
     parser.add_argument("--starts", type=int, default=4, help="multi-start count per fit")
@@ -428,7 +428,7 @@ def format_table(table: pd.DataFrame) -> str:
 
 def compare_command(args) -> tuple[str, dict]:
     """Run ``perfmodel compare``: write the table (CSV) and return (text, json dict)."""
-    from ._io import atomic_write_text
+    from perfmodel._io import atomic_write_text
 
     out = Path(args.output)
     if out.exists() and not args.force:

@@ -74,7 +74,7 @@ from numbers import Integral, Real
 import numpy as np
 import pandas as pd
 
-from .errors import FitError, InputError
+from perfmodel.errors import FitError, InputError
 
 __all__ = [
     "DEFAULT_PLAN",
@@ -117,7 +117,7 @@ RECOMMENDED: dict[str, str] = {
 
 
 def _study_truth() -> dict[str, float]:
-    from .synthetic import default_truth
+    from perfmodel.synthetic import default_truth
 
     t = default_truth(MODEL)
     t.update(a_0=1.0, tau_S=0.02)
@@ -129,9 +129,9 @@ STUDY_TRUTH: dict[str, float] = _study_truth()
 
 def _additive_sigma(truth, rel: float) -> float:
     """``rel`` x the median step time (ms) of a large fixed design."""
-    from .model import get_model
-    from .synthetic import make_design
-    from .trace import step_features
+    from perfmodel.model import get_model
+    from perfmodel.synthetic import make_design
+    from perfmodel.trace import step_features
 
     f = step_features(make_design(20_000, seed=12345))
     return float(rel * np.median(get_model(MODEL).predict(truth, f)))
@@ -152,7 +152,7 @@ def _check_plan(plan) -> dict[str, tuple[str, ...]]:
 
 def _intervals(method, fit, n_boot, alpha, seed):
     """(lower, upper) arrays of one method, plus a note."""
-    from . import uncertainty as U
+    from perfmodel import uncertainty as U
 
     if method == "covariance":
         d = U.covariance_intervals(fit, alpha)
@@ -178,8 +178,8 @@ def run_replicate(scenario: str, rep: int, methods, *, n: int = 300, n_boot: int
     seed and the bootstrap seed, so a replicate is the same whatever else
     runs.  Returns one record per (method, parameter).
     """
-    from .fit import fit_model
-    from .synthetic import simulate_trace
+    from perfmodel.fit import fit_model
+    from perfmodel.synthetic import simulate_trace
 
     if scenario not in SCENARIOS:
         raise InputError(f"scenario {scenario!r} is not one of {list(SCENARIOS)}")
@@ -273,7 +273,7 @@ def run_study(plan=None, R: int = 500, *, n: int = 300, n_boot: int = 199, alpha
     rows: list[dict] = []
     with tqdm(total=len(tasks), disable=not progress, desc="coverage") as bar:
         if n_jobs == 1:
-            from .uncertainty import one_blas_thread
+            from perfmodel.uncertainty import one_blas_thread
 
             with one_blas_thread():  # small fits: one BLAS thread (loky workers do this themselves)
                 for s, r in tasks:
@@ -362,7 +362,7 @@ def _head(p: str) -> str:
 def coverage_tex(summary: pd.DataFrame, digits: int = 3) -> str:
     """The coverage table as a booktabs ``tabular`` (:func:`perfmodel.paperio.table_tex`);
     the recommended method of each noise type is marked with a dagger."""
-    from .paperio import latex_escape, table_tex
+    from perfmodel.paperio import latex_escape, table_tex
 
     wide = coverage_table(summary, digits)
     wide["method"] = [latex_escape(m) + (r"$^\dagger$" if RECOMMENDED.get(s) == m else "")

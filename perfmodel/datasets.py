@@ -57,8 +57,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from ._io import atomic_open, sha256_file
-from .errors import ChecksumError, DataUnavailableError, InputError
+from perfmodel._io import atomic_open, sha256_file
+from perfmodel.errors import ChecksumError, DataUnavailableError, InputError
 
 __all__ = [
     "CITATIONS",

@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .model import get_model
+from perfmodel.model import get_model
 
 __all__ = ["StepLatencyRegressor"]
 
@@ -73,7 +73,7 @@ class StepLatencyRegressor(RegressorMixin, BaseEstimator):
 
         m = get_model(self.model)
         if isinstance(X, pd.DataFrame) and "batch_size" in X.columns:
-            from .trace import step_features, validate_trace
+            from perfmodel.trace import step_features, validate_trace
 
             feats = step_features(validate_trace(X, require_duration=False))
             if reset:
@@ -94,7 +94,7 @@ class StepLatencyRegressor(RegressorMixin, BaseEstimator):
 
     def fit(self, X, y, sample_weight=None):
         """Fit the model; returns self."""
-        from .fit import fit_model
+        from perfmodel.fit import fit_model
 
         if y is None:
             raise ValueError("StepLatencyRegressor requires y to be passed, but the target y is None")

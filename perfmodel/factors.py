@@ -41,8 +41,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ._checks import check_int_range
-from .errors import InputError
+from perfmodel._checks import check_int_range
+from perfmodel.errors import InputError
 
 __all__ = [
     "FactorResult",
@@ -60,7 +60,7 @@ MACHINE_COLUMNS = ("involuntary_switches", "loadavg")
 
 def step_factor_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per-step candidate factors (see module docstring) for every row of a trace."""
-    from .trace import step_features
+    from perfmodel.trace import step_features
 
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"df must be a pandas DataFrame, got {type(df).__name__}")
@@ -299,7 +299,7 @@ def add_factors_arguments(parser) -> None:
     parser.add_argument("--tol", type=int, default=0, help="accept |S - tokens| <= tol")
     parser.add_argument("--fit", default=None, metavar="FIT.json",
                         help="fitted model: how much of the variance it already explains")
-    from .cli import add_random_state_argument
+    from perfmodel.cli import add_random_state_argument
 
     add_random_state_argument(parser, "the random forest and its cross-validation")
     parser.add_argument("--n-estimators", type=int, default=200)
@@ -307,12 +307,12 @@ def add_factors_arguments(parser) -> None:
 
 def factors_command(args) -> tuple[str, dict]:
     """Run ``perfmodel factors``; return (text, JSON-safe dict)."""
-    from .trace import read_trace
+    from perfmodel.trace import read_trace
 
     df = read_trace(args.trace)
     fit = None
     if getattr(args, "fit", None):
-        from .results import FitResult
+        from perfmodel.results import FitResult
 
         fit = FitResult.from_json(args.fit)
     r = secondary_factors(df, args.tokens, args.tol, fit=fit, seed=args.seed,

@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import InputError
+from perfmodel.errors import InputError
 
 __all__ = [
     "CONTEXT_KEYS",

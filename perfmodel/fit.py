@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize
 
-from .errors import FitError, InputError
-from .model import Model, get_model
-from .scale import SCALES, get_scale
+from perfmodel.errors import FitError, InputError
+from perfmodel.model import Model, get_model
+from perfmodel.scale import SCALES, get_scale
 
 __all__ = ["LOSSES", "RELATIVE", "CurveFit", "fit_curve", "fit_model"]
 
@@ -276,7 +276,7 @@ def _prepare(data, y, model: Model, outlier_window):
     else:
         import pandas as pd
 
-        from .trace import step_features, validate_trace
+        from perfmodel.trace import step_features, validate_trace
 
         if not isinstance(data, pd.DataFrame):
             raise InputError(f"data must be a step trace DataFrame or a feature dict, got {type(data).__name__}")
@@ -380,7 +380,7 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
     -------
     perfmodel.results.FitResult
     """
-    from .results import FitResult
+    from perfmodel.results import FitResult
 
     m = get_model(model)
     native = m

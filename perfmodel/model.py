@@ -36,17 +36,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from . import models_ctx, models_seed
-from .errors import InputError
-from .model_base import Model, Param
-from .models_ctx import (
+from perfmodel import models_ctx, models_seed
+from perfmodel.errors import InputError
+from perfmodel.model_base import Model, Param
+from perfmodel.models_ctx import (
     SatCtxModel,
     SeedAttnKvModel,
     SeedAttnModel,
     SeedCtxMonoModel,
     SeedKvModel,
 )
-from .models_seed import (
+from perfmodel.models_seed import (
     SaturationBase,
     SeedCtxModel,
     SeedGammaModel,
@@ -120,7 +120,7 @@ def default_for(trace) -> str:
         ``context_lens`` (:func:`perfmodel.trace.has_context`), else
         ``RECOMMENDED['no_context']``.
     """
-    from .trace import has_context  # lazy: the model layer does not need pandas
+    from perfmodel.trace import has_context  # lazy: the model layer does not need pandas
 
     return RECOMMENDED["context" if has_context(trace) else "no_context"]
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import InputError
-from .features import CONTEXT_KEYS
+from perfmodel.errors import InputError
+from perfmodel.features import CONTEXT_KEYS
 
 __all__ = ["Model", "Param"]
 
@@ -110,7 +110,7 @@ class Model:
     def check_features(self, feats) -> dict[str, np.ndarray]:
         """Return the features this model needs as float arrays of one length."""
         if not isinstance(feats, Mapping):
-            from .trace import step_features
+            from perfmodel.trace import step_features
 
             feats = step_features(feats)
         missing = [k for k in self.requires if k not in feats]

@@ -83,8 +83,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .model_base import Model, Param
-from .models_seed import SEED_PARAMS, SaturationBase, SeedIdModel, saturation
+from perfmodel.model_base import Model, Param
+from perfmodel.models_seed import SEED_PARAMS, SaturationBase, SeedIdModel, saturation
 
 __all__ = [
     "MEMBERS",

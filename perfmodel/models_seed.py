@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .model_base import Model, Param
+from perfmodel.model_base import Model, Param
 
 __all__ = [
     "MEMBERS",

@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .errors import InputError
+from perfmodel.errors import InputError
 
 __all__ = [
     "MODELS",
@@ -516,7 +516,7 @@ def load_problem(name: str) -> NistProblem:
     """
     if name not in MODELS:
         raise InputError(f"name {name!r} is not a NIST StRD problem (known: {', '.join(PROBLEMS)})")
-    from .datasets import fetch
+    from perfmodel.datasets import fetch
 
     path = fetch(f"nist/{name}")
     return parse_dat(Path(path).read_text(), source=str(path))
@@ -577,7 +577,7 @@ def solve(problem: NistProblem | str, start: int = 1, **fit_kwargs) -> NistCheck
     ``xtol = ftol = gtol = 1e-15`` and ``max_nfev = 10000``; returns the LREs
     of the parameters, standard errors and RSS against the certified values.
     """
-    from .fit import fit_curve
+    from perfmodel.fit import fit_curve
 
     prob = load_problem(problem) if isinstance(problem, str) else problem
     if not isinstance(prob, NistProblem):

@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._checks import check_int_range
-from .errors import InputError
+from perfmodel._checks import check_int_range
+from perfmodel.errors import InputError
 
 __all__ = ["DRIFT_WINDOW", "NoiseFloor", "config_floor", "noise_floor", "replicate_floor"]
 

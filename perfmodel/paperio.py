@@ -43,9 +43,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ._io import atomic_write_text
-from .errors import InputError
-from .pipeline import record_output
+from perfmodel._io import atomic_write_text
+from perfmodel.errors import InputError
+from perfmodel.pipeline import record_output
 
 __all__ = [
     "PAPER_RC",

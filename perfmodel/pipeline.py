@@ -28,7 +28,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ._io import atomic_write_text, sha256_file
+from perfmodel._io import atomic_write_text, sha256_file
 
 __all__ = [
     "MANIFEST_ENV",

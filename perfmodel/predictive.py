@@ -74,8 +74,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from .errors import InputError
-from .scale import TINY, scale_of
+from perfmodel.errors import InputError
+from perfmodel.scale import TINY, scale_of
 
 __all__ = ["MIN_SAMPLES", "Band", "PredictiveDistribution", "Spread"]
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
-from ._io import atomic_write_text
-from .errors import InputError
-from .model import get_model
+from perfmodel import __version__
+from perfmodel._io import atomic_write_text
+from perfmodel.errors import InputError
+from perfmodel.model import get_model
 
 __all__ = ["FitResult", "atomic_write_text"]
 

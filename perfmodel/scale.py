@@ -80,7 +80,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from .errors import InputError
+from perfmodel.errors import InputError
 
 __all__ = ["ABSOLUTE", "DEFAULT", "LOG", "SCALES", "WEIGHT", "AbsoluteScale", "FitScale",
            "LogScale", "WeightScale", "get_scale", "scale_of"]

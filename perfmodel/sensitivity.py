@@ -42,8 +42,8 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ._checks import check_choice, check_int_range
-from .errors import InputError
+from perfmodel._checks import check_choice, check_int_range
+from perfmodel.errors import InputError
 
 __all__ = ["ANALYTIC_MODELS", "QUANTITIES", "derivatives", "plot_contour", "sensitivity_grid"]
 
@@ -236,7 +236,7 @@ def plot_contour(fit, batch_range=(1, 64), token_range=(1, 2048), quantity: str 
     b0, b1 = _range(batch_range, "batch_range")
     s0, s1 = _range(token_range, "token_range")
     n = check_int_range("n", n, 2)
-    from .plotting import get_ax
+    from perfmodel.plotting import get_ax
 
     ax = get_ax(ax, needs="contourf")
     b = np.linspace(b0, b1, n)

@@ -71,9 +71,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from ._checks import check_choice, check_int_range, check_positive
-from .errors import InputError
-from .features import batch_features
+from perfmodel._checks import check_choice, check_int_range, check_positive
+from perfmodel.errors import InputError
+from perfmodel.features import batch_features
 
 __all__ = [
     "POLICIES",
@@ -881,7 +881,7 @@ def validate_closed_loop(model, trace: pd.DataFrame | None, run_summary: Mapping
     if isinstance(model, str):
         if trace is None:
             raise InputError("a trace is needed to fit model " + repr(model))
-        from .fit import fit_model
+        from perfmodel.fit import fit_model
 
         model = fit_model(trace, model)
     _check_model(model)
@@ -908,7 +908,7 @@ def validate_closed_loop(model, trace: pd.DataFrame | None, run_summary: Mapping
     comp = compare_to_run(sim, run_summary)
     bias = None
     if trace is not None and "duration_ms" in trace.columns:
-        from .trace import step_features
+        from perfmodel.trace import step_features
 
         y = pd.to_numeric(trace["duration_ms"], errors="coerce").to_numpy(float)
         yhat = np.asarray(model.predict(step_features(trace)), float).ravel()
@@ -1078,7 +1078,7 @@ def pareto_front(df: pd.DataFrame, x: str = "median_e2e_s",
 
 
 def _get_ax(ax):
-    from .plotting import get_ax
+    from perfmodel.plotting import get_ax
 
     return get_ax(ax)
 
@@ -1160,7 +1160,7 @@ def add_simulate_arguments(parser) -> None:
                         help="per-step time outside the model run (default 0, or estimated "
                              "from --trace)")
     parser.add_argument("--trace", help="step trace to estimate the per-step overhead from")
-    from .cli import add_random_state_argument
+    from perfmodel.cli import add_random_state_argument
 
     add_random_state_argument(parser, "the simulated arrivals (open loop) and step-time noise")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -1168,13 +1168,13 @@ def add_simulate_arguments(parser) -> None:
 
 def simulate_command(args) -> tuple[str, dict]:
     """Run ``perfmodel simulate``; return (text, JSON-safe dict)."""
-    from .results import FitResult
+    from perfmodel.results import FitResult
 
     fit = FitResult.from_json(args.fit)
     overhead = args.step_overhead_ms
     est = None
     if overhead is None and getattr(args, "trace", None):
-        from .trace import read_trace
+        from perfmodel.trace import read_trace
 
         est = estimate_step_overhead(read_trace(args.trace))
         overhead = est.overhead_ms

@@ -64,11 +64,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._checks import check_int_range, check_positive, check_probability
-from ._io import json_safe
-from .errors import InputError
-from .features import batch_features
-from .predictive import PredictiveDistribution
+from perfmodel._checks import check_int_range, check_positive, check_probability
+from perfmodel._io import json_safe
+from perfmodel.errors import InputError
+from perfmodel.features import batch_features
+from perfmodel.predictive import PredictiveDistribution
 
 __all__ = [
     "DEFAULT_SEQS_GRID",
@@ -619,7 +619,7 @@ def frontier(fit, batch_sizes: Sequence[int], target_ms: float, q: float | None 
 
 
 def _get_ax(ax):
-    from .plotting import get_ax
+    from perfmodel.plotting import get_ax
 
     return get_ax(ax)
 
@@ -1040,7 +1040,7 @@ def _load_samples(path):
 
 def sla_command(args) -> tuple[str, dict]:
     """Run ``perfmodel sla``; return (text, JSON-safe dict)."""
-    from .results import FitResult
+    from perfmodel.results import FitResult
 
     fit = FitResult.from_json(args.fit)
     q = args.quantile

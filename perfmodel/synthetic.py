@@ -73,12 +73,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import __version__
-from ._checks import check_choice, check_int_range, check_number
-from ._io import atomic_open
-from .errors import InputError
-from .model import Model, get_model
-from .trace import step_features, validate_trace
+from perfmodel import __version__
+from perfmodel._checks import check_choice, check_int_range, check_number
+from perfmodel._io import atomic_open
+from perfmodel.errors import InputError
+from perfmodel.model import Model, get_model
+from perfmodel.trace import step_features, validate_trace
 
 __all__ = [
     "DEFAULT_REGIME_MIX",

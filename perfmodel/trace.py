@@ -50,10 +50,10 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from ._checks import rows_text
-from ._io import sha256_file
-from .errors import InputError
-from .features import request_features, row_reduce
+from perfmodel._checks import rows_text
+from perfmodel._io import sha256_file
+from perfmodel.errors import InputError
+from perfmodel.features import request_features, row_reduce
 
 __all__ = [
     "ALIASES",

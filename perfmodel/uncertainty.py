@@ -67,10 +67,10 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, special, stats
 
-from . import fit as _fitmod
-from .errors import FitError, InputError
-from .predictive import PredictiveDistribution
-from .scale import get_scale, scale_of
+from perfmodel import fit as _fitmod
+from perfmodel.errors import FitError, InputError
+from perfmodel.predictive import PredictiveDistribution
+from perfmodel.scale import get_scale, scale_of
 
 __all__ = [
     "BLOCKS",
@@ -160,7 +160,7 @@ def _fit_data(fit, data, y, where: str):
         feats = model.check_features(fit.features)
         yy = np.asarray(fit.y, float).ravel()
     elif isinstance(data, pd.DataFrame):
-        from .trace import step_features, time_order, validate_trace
+        from perfmodel.trace import step_features, time_order, validate_trace
 
         if y is not None:
             raise InputError(f"{where}: y is only for a feature dict; a trace DataFrame gives "
@@ -1308,7 +1308,7 @@ def _grid(model, feats):
             return {k: feats[k].to_numpy(float) for k in model.requires}
         if set(model.requires) <= {"B", "S"} and all(c in feats.columns for c in cols):
             return {cols[c]: feats[c].to_numpy(float) for c in cols}
-        from .trace import step_features
+        from perfmodel.trace import step_features
 
         return model.check_features(step_features(feats))
     return model.check_features(feats)
