@@ -586,32 +586,51 @@ def notebook_setup(out: str | os.PathLike, notebook: str, *, style: bool = True)
 # pipeline helpers: dependency scan and notebook stripping (stdlib only)
 # ---------------------------------------------------------------------------
 
-def _module_imports(path: Path, package: str) -> set[str]:
-    """Modules of ``package`` that the Python source ``path`` imports (one level)."""
-    here = path.stem
-    try:
-        tree = ast.parse(path.read_text(), filename=str(path))
-    except SyntaxError:  # a file being edited: depend on every module (conservative)
-        return {p.stem for p in path.parent.glob("*.py")} - {here}
-    found = set()
+def _imports_of(tree: ast.AST, package: str, here: tuple[str, ...]) -> set[str]:
+    """Dotted module paths inside ``package`` (relative to it; ``""`` is the package
+    itself) that the syntax tree imports.  ``here`` is the package that holds the
+    module (for relative imports); ``from a import b`` counts ``a`` and, where ``b``
+    is a module, ``a.b`` (a name that is not a module resolves to no file)."""
+    found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
                 parts = a.name.split(".")
-                if parts[0] == package and len(parts) > 1:
-                    found.add(parts[1])
+                if parts[0] == package:
+                    found.add(".".join(parts[1:]))
         elif isinstance(node, ast.ImportFrom):
-            mod = node.module or ""
-            if node.level > 0 or mod.split(".")[0] == package:
-                parts = mod.split(".") if mod else []
-                if node.level == 0:
-                    parts = parts[1:]
-                if parts:
-                    found.add(parts[0])
-                else:  # from . import x / from perfmodel import x
-                    found.update(a.name for a in node.names)
-    found.discard(here)
+            mod = (node.module or "").split(".") if node.module else []
+            if node.level > 0:
+                if node.level - 1 > len(here):
+                    continue
+                base = [*here[:len(here) - (node.level - 1)], *mod]
+            elif mod and mod[0] == package:
+                base = mod[1:]
+            else:
+                continue
+            found.add(".".join(base))
+            found.update(".".join([*base, a.name]) for a in node.names if a.name != "*")
     return found
+
+
+def _module_name(path: Path, pkg: Path) -> tuple[tuple[str, ...], str]:
+    """(the package holding ``path``, its dotted module path), both relative to ``pkg``."""
+    parts = path.relative_to(pkg).with_suffix("").parts
+    if parts[-1] == "__init__":
+        return parts[:-1], ".".join(parts[:-1])
+    return parts[:-1], ".".join(parts)
+
+
+def _module_imports(path: Path, package: str, pkg: Path | None = None) -> set[str]:
+    """Dotted modules of ``package`` (folder ``pkg``, default ``path``'s folder) that the
+    Python source ``path`` imports."""
+    pkg = path.parent if pkg is None else pkg
+    here, name = _module_name(path, pkg)
+    try:
+        tree = ast.parse(path.read_text(), filename=str(path))
+    except SyntaxError:  # a file being edited: depend on every module beside it (conservative)
+        return {_module_name(p, pkg)[1] for p in path.parent.glob("*.py")} - {name}
+    return _imports_of(tree, package, here) - {name}
 
 
 def _notebook_imports(nb_path: Path, package: str) -> set[str]:
@@ -619,28 +638,16 @@ def _notebook_imports(nb_path: Path, package: str) -> set[str]:
     src = "\n".join("".join(c.get("source", "")) for c in nb.get("cells", [])
                     if c.get("cell_type") == "code")
     src = "\n".join(line for line in src.splitlines() if not line.lstrip().startswith(("%", "!")))
-    tmp = ast.parse(src)
-    found = set()
-    for node in ast.walk(tmp):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                parts = a.name.split(".")
-                if parts[0] == package:
-                    found.add(parts[1] if len(parts) > 1 else "__init__")
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == package:
-            parts = node.module.split(".")
-            if len(parts) > 1:
-                found.add(parts[1])
-            else:
-                found.update(a.name for a in node.names)
-    return found
+    return _imports_of(ast.parse(src), package, ())
 
 
 def notebook_deps(nb_path: str | os.PathLike, package_dir: str | os.PathLike) -> list[Path]:
     """Package source files a notebook depends on: its imports, closed transitively.
 
-    ``package_dir`` is the package folder (``perfmodel/``).  Sub-packages
-    (folders with ``__init__.py``) count with all their ``.py`` files.
+    ``package_dir`` is the package folder (``perfmodel/``).  Imports resolve to
+    dotted module paths at any depth (``from perfmodel.core import fit``,
+    ``from ..data.trace import x``); a module brings the ``__init__.py`` of every
+    package above it (importing it runs them), and a package its ``__init__.py``.
     ``__init__.py`` and ``errors.py`` are always included.
     """
     nb_path, pkg = Path(nb_path), Path(package_dir)
@@ -651,13 +658,17 @@ def notebook_deps(nb_path: str | os.PathLike, package_dir: str | os.PathLike) ->
     package = pkg.name
 
     def files_of(mod: str) -> list[Path]:
-        if (pkg / f"{mod}.py").is_file():
-            return [pkg / f"{mod}.py"]
-        if (pkg / mod / "__init__.py").is_file():
-            return sorted((pkg / mod).rglob("*.py"))
-        return []
+        parts = mod.split(".") if mod else []
+        out = [pkg.joinpath(*parts[:i], "__init__.py") for i in range(len(parts))]
+        if parts and pkg.joinpath(*parts[:-1], f"{parts[-1]}.py").is_file():
+            out.append(pkg.joinpath(*parts[:-1], f"{parts[-1]}.py"))
+        elif pkg.joinpath(*parts, "__init__.py").is_file():
+            out.append(pkg.joinpath(*parts, "__init__.py"))
+        else:
+            return []  # an attribute, not a module
+        return [f for f in out if f.is_file()]
 
-    todo = {"__init__", "errors"} | _notebook_imports(nb_path, package)
+    todo = {"", "errors"} | _notebook_imports(nb_path, package)
     seen: set[str] = set()
     files: set[Path] = set()
     while todo:
@@ -666,8 +677,9 @@ def notebook_deps(nb_path: str | os.PathLike, package_dir: str | os.PathLike) ->
             continue
         seen.add(mod)
         for f in files_of(mod):
-            files.add(f)
-            todo |= _module_imports(f, package) - seen
+            if f not in files:
+                files.add(f)
+                todo |= _module_imports(f, package, pkg) - seen
     return sorted(files)
 
 

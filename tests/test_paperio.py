@@ -212,6 +212,29 @@ def test_notebook_deps_closes_over_package_imports(tmp_path):
     assert got == ["__init__.py", "a.py", "b.py", "c.py", "errors.py"]
 
 
+def test_notebook_deps_resolves_dotted_modules_in_subpackages(tmp_path):
+    """Subpackages: ``from pkgx.core import fit`` and ``from ..data.trace import x`` name
+    modules at any depth; each brings the __init__.py above it, never its siblings."""
+    pkg = tmp_path / "pkgx"
+    for sub in ("", "core", "data", "report"):
+        (pkg / sub).mkdir(parents=True, exist_ok=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "errors.py").write_text("")
+    (pkg / "core" / "fit.py").write_text("from ..data.trace import read\nfrom . import model\n")
+    (pkg / "core" / "model.py").write_text("import pkgx.data.features\n")
+    (pkg / "core" / "unused.py").write_text("")
+    (pkg / "data" / "trace.py").write_text("from pkgx.errors import E\n")
+    (pkg / "data" / "features.py").write_text("")
+    (pkg / "data" / "unused.py").write_text("")
+    (pkg / "report" / "paperio.py").write_text("")
+    nb = tmp_path / "n.ipynb"
+    nb.write_text(json.dumps(_nb([_code("from pkgx.core import fit\nimport pkgx.report.paperio\n")])))
+    got = [p.relative_to(pkg).as_posix() for p in pio.notebook_deps(nb, pkg)]
+    assert got == ["__init__.py", "core/__init__.py", "core/fit.py", "core/model.py",
+                   "data/__init__.py", "data/features.py", "data/trace.py", "errors.py",
+                   "report/__init__.py", "report/paperio.py"]
+
+
 def test_strip_notebook(tmp_path):
     nb = _nb([
         _code("x = 1", tags=["parameters"]),
