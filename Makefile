@@ -8,6 +8,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.installed
+# every package source, at any depth of the layout (perfmodel/<layer>/<package>/*.py)
+PKG_SOURCES := $(wildcard perfmodel/*.py perfmodel/*/*.py perfmodel/*/*/*.py)
 QUICK ?=
 # public datasets are read from this mirror when it exists (CI sets it too)
 MIRROR_DEFAULT := $(abspath ../shared/data/external)
@@ -62,7 +64,7 @@ build:
 	@mkdir -p build
 
 # the example fit (the main job before the notebooks existed; still part of reproduce)
-build/example_fit.json: $(VENV_STAMP) data/example/example_trace.csv perfmodel/*.py | build
+build/example_fit.json: $(VENV_STAMP) data/example/example_trace.csv $(PKG_SOURCES) | build
 	$(VENV)/bin/perfmodel fit data/example/example_trace.csv --model seed_id -o $@ --force \
 	  > build/example_fit_report.txt
 	@echo "wrote $@ and build/example_fit_report.txt"

@@ -26,9 +26,9 @@ import time
 
 from threadpoolctl import threadpool_limits
 
+from perfmodel.data.trace import step_features
 from perfmodel.fit import fit_model
 from perfmodel.synthetic import simulate_trace
-from perfmodel.trace import step_features
 from perfmodel.uncertainty import bootstrap
 
 

@@ -78,7 +78,7 @@ $(NB_MODE_FILE): FORCE
 	@mkdir -p $(@D); if [ "$$(cat $@ 2>/dev/null)" != "$(NB_MODE)" ]; then echo $(NB_MODE) > $@; fi
 FORCE:
 
-$(NB_DEPS_FILE): $(NB_SOURCES) $(wildcard perfmodel/*.py perfmodel/*/*.py)
+$(NB_DEPS_FILE): $(NB_SOURCES) $(wildcard perfmodel/*.py perfmodel/*/*.py perfmodel/*/*/*.py)
 	@mkdir -p $(@D)
 	@$(PYTHON3) -m perfmodel.paperio deps $(NB_SOURCES) --build $(NB_BUILD) --out $@
 

@@ -215,7 +215,7 @@ def lack_of_fit(y, yhat, groups, n_params: int, weights=None) -> LackOfFitResult
 
 def _measured_and_fitted(fit, df) -> tuple[np.ndarray, np.ndarray]:
     """(measured, predicted) step times in ms of a FitResult on a trace."""
-    from perfmodel.trace import validate_trace
+    from perfmodel.data.trace import validate_trace
 
     if not hasattr(fit, "predict") or not hasattr(fit, "options"):
         raise InputError(f"fit must be a FitResult, got {type(fit).__name__}")
@@ -392,12 +392,12 @@ def residual_trends(fit, df, variables=TREND_VARIABLES) -> pd.DataFrame:
 
     Residuals on the fit's scale (:meth:`perfmodel.scale.FitScale.residual`:
     ``log T - log T_hat`` for a log fit, ``(T - T_hat)/T`` for a weight fit);
-    each variable from :func:`perfmodel.trace.step_features` that the trace
+    each variable from :func:`perfmodel.data.trace.step_features` that the trace
     has and that is not constant.  Returns a DataFrame of
     :class:`TrendCheck` rows (``variable``, ``slope``, ``stderr``, ``t``,
     ``pvalue``, ``n``).
     """
-    from perfmodel.trace import step_features, validate_trace
+    from perfmodel.data.trace import step_features, validate_trace
 
     d = validate_trace(df)
     feats = step_features(d)

@@ -20,8 +20,8 @@ models minimise sum ((T - T_hat) / T)^2 (weighted least squares with weights
 1/T^2, which keeps the model's form); the random forest fits log T.
 
 Per-request features come from :func:`_request_features`: the lists parsed
-by :func:`perfmodel.trace.parse_list_column`, the features computed by the
-package's kernel :func:`perfmodel.features.request_features` (with the decode
+by :func:`perfmodel.data.trace.parse_list_column`, the features computed by the
+package's kernel :func:`perfmodel.data.features.request_features` (with the decode
 count and prefill tokens DistServe's form needs), checked with this module's
 messages.
 """
@@ -31,10 +31,10 @@ import numpy as np
 import pandas as pd
 
 from perfmodel._checks import rows_text
+from perfmodel.data.features import CONTEXT_KEYS, request_features, row_reduce
+from perfmodel.data.trace import check_step_columns, parse_list_column
 from perfmodel.errors import InputError
-from perfmodel.features import CONTEXT_KEYS, request_features, row_reduce
 from perfmodel.scale import WEIGHT
-from perfmodel.trace import check_step_columns, parse_list_column
 
 __all__ = [
     "BASELINES",
@@ -64,8 +64,8 @@ def _has_requests(df: pd.DataFrame) -> bool:
 def _request_features(df: pd.DataFrame, name: str = "df") -> dict[str, np.ndarray]:
     """Per-step features from the per-request ``chunk_sizes``/``context_lens``.
 
-    The lists are parsed by :func:`perfmodel.trace.parse_list_column` and the
-    features computed by :func:`perfmodel.features.request_features`.
+    The lists are parsed by :func:`perfmodel.data.trace.parse_list_column` and the
+    features computed by :func:`perfmodel.data.features.request_features`.
     Returns float arrays :data:`_CONTEXT` (``ctx_sum``, ``ctx_max``, ``attn``,
     ``decode_ctx``, ``prefill_sq``, ``chunk_sd``) plus ``n_decode``
     (requests with c_i == 1) and ``s_prefill`` (tokens of requests with

@@ -3,7 +3,7 @@
 Problem
 -------
 Most users only have end-to-end benchmark numbers, not step traces.  A
-static-batch benchmark (LLM-Inference-Bench, ``perfmodel.datasets.
+static-batch benchmark (LLM-Inference-Bench, ``perfmodel.data.datasets.
 load_llm_inference_bench``) reports, per configuration, the total time to
 serve ``B`` requests with ``L`` input and ``L`` output tokens each.  If every
 request runs the whole batch in lock-step, that time is a sum of ``L`` engine
@@ -12,7 +12,7 @@ steps, and a step model ``T(theta; step)`` can be fitted to it::
     latency_ms(B, L) ~= sum_{k=0}^{L-1} T(theta; step_k(B, L))
 
 with, in this project's step schema (``context_lens`` = tokens computed
-*before* the step, :mod:`perfmodel.trace`):
+*before* the step, :mod:`perfmodel.data.trace`):
 
 * step ``k = 0`` (prefill): ``B`` requests, chunk ``L`` each, context 0,
   ``S = B L``; it produces the first output token;
@@ -58,8 +58,8 @@ import pandas as pd
 from scipy import optimize
 
 from perfmodel._checks import check_int_range
+from perfmodel.data.features import uniform_batch_features
 from perfmodel.errors import FitError, InputError
-from perfmodel.features import uniform_batch_features
 from perfmodel.fit import fit_curve
 from perfmodel.model import RECOMMENDED, Model, get_model
 from perfmodel.scale import LOG
@@ -114,7 +114,7 @@ def _check_rows(df_rows, *, need_latency: bool = True, what: str = "df_rows"):
     if missing:
         raise InputError(f"{what}: missing columns {missing} (columns present: "
                          f"{[str(c) for c in df_rows.columns]}); rows come from "
-                         "perfmodel.datasets.load_llm_inference_bench")
+                         "perfmodel.data.datasets.load_llm_inference_bench")
     if len(df_rows) == 0:
         raise InputError(f"{what} has no rows")
     if "consistent" in df_rows.columns:
@@ -160,9 +160,9 @@ def static_batch_steps(B, L) -> tuple[dict[str, np.ndarray], np.ndarray]:
 
     Problem: a row's latency is the sum of its ``L`` steps; build the features
     of all steps of all rows at once with
-    :func:`perfmodel.features.uniform_batch_features` (every request of a step
+    :func:`perfmodel.data.features.uniform_batch_features` (every request of a step
     has the same chunk and context; verified equal to
-    :func:`perfmodel.features.batch_features`, step by step, in
+    :func:`perfmodel.data.features.batch_features`, step by step, in
     ``tests/test_calibrate.py``).
 
     Row ``r`` owns steps ``starts[r] .. starts[r] + L[r] - 1``: first the
@@ -346,7 +346,7 @@ def calibrate_from_requests(df_rows, model=RECOMMENDED["context"], seed: int = 0
     Parameters
     ----------
     df_rows : DataFrame with columns ``B``, ``L``, ``latency_s`` (seconds), as
-        :func:`perfmodel.datasets.load_llm_inference_bench` returns, for ONE
+        :func:`perfmodel.data.datasets.load_llm_inference_bench` returns, for ONE
         hardware, device count, framework and model (checked where those
         columns exist; rows with ``consistent == False`` are refused)
     model : str or Model, a member of :mod:`perfmodel.model` (default

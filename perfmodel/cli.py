@@ -93,8 +93,8 @@ def resolve_model(name: str, df) -> str:
 
 # ---------------------------------------------------------------------------
 def cmd_fit(args):
+    from perfmodel.data.trace import read_trace, trace_sha256
     from perfmodel.fit import fit_model
-    from perfmodel.trace import read_trace, trace_sha256
 
     out = _check_output(args.output, args.force)
     df = read_trace(args.trace, drop_invalid=args.drop_invalid)
@@ -147,7 +147,7 @@ def cmd_report(args):
 
 
 def cmd_predict(args):
-    from perfmodel.trace import read_trace
+    from perfmodel.data.trace import read_trace
 
     out = _check_output(args.output, args.force)
     res = _load_fit(args.fit)
@@ -164,9 +164,9 @@ def cmd_predict(args):
 
 def cmd_diagnose(args):
     """Residual tests of a fit on a trace, on the fit's own scale (:mod:`perfmodel.scale`)."""
+    from perfmodel.data.trace import read_trace, step_features, time_order
     from perfmodel.diagnostics import residual_table
     from perfmodel.scale import scale_of
-    from perfmodel.trace import read_trace, step_features, time_order
 
     res = _load_fit(args.fit)
     df = read_trace(args.trace)
@@ -261,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
         common(sp, **kw)
         sp.set_defaults(func=_delegate(name))
 
-    from perfmodel.collect import add_collect_parser
+    from perfmodel.data.collect import add_collect_parser
 
     add_collect_parser(sub)
     return p

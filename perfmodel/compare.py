@@ -10,7 +10,7 @@ every model of :mod:`perfmodel.model` and every baseline of
 candidate: held-out MAPE/RMSE overall and by regime (decode-only / mixed /
 prefill-heavy, :func:`perfmodel.validation.regime`), the number of
 parameters, AIC/BIC in sample on all steps, and the ratio of held-out MAPE
-to the noise floor of :func:`perfmodel.noise.noise_floor` (the oracle MAPE,
+to the noise floor of :func:`perfmodel.data.noise.noise_floor` (the oracle MAPE,
 see there).
 
 Folds
@@ -23,7 +23,7 @@ training steps next to a test step in time purged).
 ``cv='grouped'``: k-fold over those groups (k at most the number of
 groups); on a time-ordered trace the folds are k contiguous stretches of
 blocks (blocked cross-validation).  ``cv='time'``: expanding-window time-series splits (docs/model.md, Evaluation) in
-:func:`perfmodel.trace.time_order`.  ``cv='extrapolate'``: test the steps
+:func:`perfmodel.data.trace.time_order`.  ``cv='extrapolate'``: test the steps
 with ``S`` or ``B`` above their ``quantile`` (default 0.8), train on the
 rest (capacity planning beyond the measured range).
 
@@ -34,7 +34,7 @@ once in grouped CV); ``fold_mape_mean`` is the mean of per-fold MAPEs
 Dataset names
 -------------
 ``TRACE`` is a step-trace file (CSV, Parquet, JSON Lines) or a public
-dataset loaded through :mod:`perfmodel.datasets`:
+dataset loaded through :mod:`perfmodel.data.datasets`:
 
 * ``splitwise:MODEL/HARDWARE/tpK``, e.g. ``splitwise:llama2-70b/a100-80gb/tp4``
   (``HARDWARE`` may be a unique prefix such as ``a100``);
@@ -54,8 +54,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from perfmodel.data.features import CONTEXT_KEYS
 from perfmodel.errors import FitError, InputError
-from perfmodel.features import CONTEXT_KEYS
 from perfmodel.model import MODELS
 from perfmodel.scale import DEFAULT as DEFAULT_SCALE
 from perfmodel.scale import SCALES, get_scale
@@ -234,7 +234,7 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
         baselines fit relative error unless 'absolute'
     loss, n_starts : passed to :func:`perfmodel.fit.fit_model`
     quantile : the extrapolation split's quantile of S and B
-    floor : a :class:`perfmodel.noise.NoiseFloor` (default: computed)
+    floor : a :class:`perfmodel.data.noise.NoiseFloor` (default: computed)
     in_sample : also fit every candidate on all steps for ``mape_in``,
         ``n_params``, ``aic``, ``bic`` (False leaves them NaN)
     time_ordered : whether the folds add time blocks and purge neighbours
@@ -256,9 +256,9 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
     ``df.attrs['noise_floor']`` holds the floor as a dict.
     """
     from perfmodel.baselines import BASELINES
+    from perfmodel.data.noise import noise_floor
+    from perfmodel.data.trace import has_context, validate_trace
     from perfmodel.model import MODELS
-    from perfmodel.noise import noise_floor
-    from perfmodel.trace import has_context, validate_trace
 
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"df must be a pandas DataFrame (a step trace), got {type(df).__name__}")
@@ -351,13 +351,13 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
 # ---------------------------------------------------------------------------
 def load_trace_arg(spec: str) -> tuple[pd.DataFrame, str]:
     """Load ``TRACE``: a file, or a dataset name (module docstring). Returns (df, label)."""
-    from perfmodel import datasets
+    from perfmodel.data import datasets
 
     if not isinstance(spec, str) or not spec:
         raise InputError(f"TRACE must be a file or a dataset name, got {spec!r}")
     p = Path(spec)
     if p.exists():
-        from perfmodel.trace import read_trace
+        from perfmodel.data.trace import read_trace
 
         return read_trace(p), p.stem
     name, _, arg = spec.partition(":")

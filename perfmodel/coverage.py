@@ -129,9 +129,9 @@ STUDY_TRUTH: dict[str, float] = _study_truth()
 
 def _additive_sigma(truth, rel: float) -> float:
     """``rel`` x the median step time (ms) of a large fixed design."""
+    from perfmodel.data.trace import step_features
     from perfmodel.model import get_model
     from perfmodel.synthetic import make_design
-    from perfmodel.trace import step_features
 
     f = step_features(make_design(20_000, seed=12345))
     return float(rel * np.median(get_model(MODEL).predict(truth, f)))

@@ -717,7 +717,7 @@ def residual_table(
     B, S : array_like (n,), optional
         Batch size and total tokens per step, the Breusch-Pagan (and White)
         regressors. ``B`` may also be a features mapping with keys ``'B'``
-        and ``'S'`` (``perfmodel.trace.step_features``). Without them the
+        and ``'S'`` (``perfmodel.data.trace.step_features``). Without them the
         heteroscedasticity rows are skipped.
     order : array_like (n,), optional
         Time of each step (step index or timestamp). Residuals are sorted by

@@ -73,7 +73,7 @@ class StepLatencyRegressor(RegressorMixin, BaseEstimator):
 
         m = get_model(self.model)
         if isinstance(X, pd.DataFrame) and "batch_size" in X.columns:
-            from perfmodel.trace import step_features, validate_trace
+            from perfmodel.data.trace import step_features, validate_trace
 
             feats = step_features(validate_trace(X, require_duration=False))
             if reset:

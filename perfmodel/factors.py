@@ -12,7 +12,7 @@ analysis on any trace with per-request ``chunk_sizes`` and ``context_lens``,
 and adds how much of the variance a fitted model (e.g. the context-aware
 ``seed_ctx``) already explains.
 
-Per-step features (from :func:`perfmodel.trace.step_features`)
+Per-step features (from :func:`perfmodel.data.trace.step_features`)
 --------------------------------------------------------------
 ``num_requests`` (B), ``chunk_sd`` (population sd of chunk sizes),
 ``max_chunk``, ``ctx_max``, ``ctx_sum`` (total prior context),
@@ -60,7 +60,7 @@ MACHINE_COLUMNS = ("involuntary_switches", "loadavg")
 
 def step_factor_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per-step candidate factors (see module docstring) for every row of a trace."""
-    from perfmodel.trace import step_features
+    from perfmodel.data.trace import step_features
 
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"df must be a pandas DataFrame, got {type(df).__name__}")
@@ -307,7 +307,7 @@ def add_factors_arguments(parser) -> None:
 
 def factors_command(args) -> tuple[str, dict]:
     """Run ``perfmodel factors``; return (text, JSON-safe dict)."""
-    from perfmodel.trace import read_trace
+    from perfmodel.data.trace import read_trace
 
     df = read_trace(args.trace)
     fit = None

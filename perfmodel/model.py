@@ -111,16 +111,16 @@ def default_for(trace) -> str:
     Parameters
     ----------
     trace : pandas.DataFrame
-        A step trace in the canonical schema (:func:`perfmodel.trace.read_trace`).
+        A step trace in the canonical schema (:func:`perfmodel.data.trace.read_trace`).
 
     Returns
     -------
     str
         ``RECOMMENDED['context']`` when every row has ``chunk_sizes`` and
-        ``context_lens`` (:func:`perfmodel.trace.has_context`), else
+        ``context_lens`` (:func:`perfmodel.data.trace.has_context`), else
         ``RECOMMENDED['no_context']``.
     """
-    from perfmodel.trace import has_context  # lazy: the model layer does not need pandas
+    from perfmodel.data.trace import has_context  # lazy: the model layer does not need pandas
 
     return RECOMMENDED["context" if has_context(trace) else "no_context"]
 

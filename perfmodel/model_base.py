@@ -4,7 +4,7 @@ Problem
 -------
 Every member of the model family (:mod:`perfmodel.models_seed`,
 :mod:`perfmodel.models_ctx`) predicts the wall time ``T`` (ms) of one engine
-step from the features of :mod:`perfmodel.features`, with an analytic
+step from the features of :mod:`perfmodel.data.features`, with an analytic
 Jacobian and one tuple of :class:`Param` giving each parameter's name, unit,
 bounds and physical reading; fitting, reports, tables and the paper take
 names and units from there.  This module holds what they share: the parameter
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from perfmodel.data.features import CONTEXT_KEYS
 from perfmodel.errors import InputError
-from perfmodel.features import CONTEXT_KEYS
 
 __all__ = ["Model", "Param"]
 
@@ -50,7 +50,7 @@ class Model:
     """Base class of every member of the step-latency family.
 
     Subclasses set ``name``, ``formula``, ``params`` (tuple of :class:`Param`)
-    and ``requires`` (feature keys of :mod:`perfmodel.features`),
+    and ``requires`` (feature keys of :mod:`perfmodel.data.features`),
     and implement ``_predict(theta, f)`` and ``_jacobian(theta, f)`` on a
     dict of float arrays.
     """
@@ -110,7 +110,7 @@ class Model:
     def check_features(self, feats) -> dict[str, np.ndarray]:
         """Return the features this model needs as float arrays of one length."""
         if not isinstance(feats, Mapping):
-            from perfmodel.trace import step_features
+            from perfmodel.data.trace import step_features
 
             feats = step_features(feats)
         missing = [k for k in self.requires if k not in feats]

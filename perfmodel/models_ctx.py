@@ -20,7 +20,7 @@ terms on::
 
 with ``A = attn_prefill`` (query-key pairs of the prefill chunks, c_i > 1)
 and ``K`` the cached tokens read (``decode_ctx``: decode requests only;
-``ctx_sum``: every request), all from :func:`perfmodel.trace.step_features`.
+``ctx_sum``: every request), all from :func:`perfmodel.data.trace.step_features`.
 
 Members
 -------

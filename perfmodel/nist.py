@@ -13,7 +13,7 @@ problem's model function with an *analytic* Jacobian, measures agreement as
 a log relative error (LRE, McCullough 1998) and fits a problem through
 :func:`perfmodel.fit.fit_curve`.
 
-The data files come through :func:`perfmodel.datasets.fetch` (names
+The data files come through :func:`perfmodel.data.datasets.fetch` (names
 ``nist/<Problem>``: mirror, cache or download from NIST, sha256-checked).
 
 References
@@ -511,12 +511,12 @@ def parse_dat(text: str, *, source: str = "<text>") -> NistProblem:
 def load_problem(name: str) -> NistProblem:
     """Load NIST StRD problem ``name`` (e.g. ``'Misra1a'``) through the dataset registry.
 
-    The file is ``nist/<name>`` in :mod:`perfmodel.datasets` (mirror, cache
+    The file is ``nist/<name>`` in :mod:`perfmodel.data.datasets` (mirror, cache
     or download, sha256-checked).
     """
     if name not in MODELS:
         raise InputError(f"name {name!r} is not a NIST StRD problem (known: {', '.join(PROBLEMS)})")
-    from perfmodel.datasets import fetch
+    from perfmodel.data.datasets import fetch
 
     path = fetch(f"nist/{name}")
     return parse_dat(Path(path).read_text(), source=str(path))

@@ -72,8 +72,8 @@ import numpy as np
 import pandas as pd
 
 from perfmodel._checks import check_choice, check_int_range, check_positive
+from perfmodel.data.features import batch_features
 from perfmodel.errors import InputError
-from perfmodel.features import batch_features
 
 __all__ = [
     "POLICIES",
@@ -129,7 +129,7 @@ def _check_model(model):
 
 
 # ---------------------------------------------------------------------------
-# step time of one batch (features: perfmodel.features.batch_features)
+# step time of one batch (features: perfmodel.data.features.batch_features)
 # ---------------------------------------------------------------------------
 
 def _predict_one(model, feats) -> float:
@@ -692,7 +692,7 @@ def _places(summary: Mapping) -> list[Mapping]:
 def run_setup(summary: Mapping) -> dict[str, Any]:
     """The set-up of a measured closed-loop run (see :data:`SETUP_KEYS`); missing keys absent.
 
-    Reads the collector's summary (``perfmodel.collect``: ``workload.params`` with
+    Reads the collector's summary (``perfmodel.data.collect``: ``workload.params`` with
     ``num_requests, concurrency, prompt_len, output_len, max_num_seqs, token_cap``)
     or a flat / ``config`` dict with the canonical names.
     """
@@ -772,7 +772,7 @@ def compare_to_run(sim_result, run_summary: Mapping) -> dict[str, Any]:
     says faster throughput or longer latency).
 
     Run-summary keys read: the collector's closed-loop summary
-    (:func:`perfmodel.collect.vllm_collector.closed_loop_summary`):
+    (:func:`perfmodel.data.collect.vllm_collector.closed_loop_summary`):
     ``output_tokens_per_s``, ``requests`` (per request ``ttft_ms``, ``e2e_ms``,
     ``output_tokens``), ``ttft_ms``/``e2e_ms`` dicts with ``p50``; or a flat
     dict with ``output_throughput_tok_s``, per-request lists ``e2e_s``,
@@ -908,7 +908,7 @@ def validate_closed_loop(model, trace: pd.DataFrame | None, run_summary: Mapping
     comp = compare_to_run(sim, run_summary)
     bias = None
     if trace is not None and "duration_ms" in trace.columns:
-        from perfmodel.trace import step_features
+        from perfmodel.data.trace import step_features
 
         y = pd.to_numeric(trace["duration_ms"], errors="coerce").to_numpy(float)
         yhat = np.asarray(model.predict(step_features(trace)), float).ravel()
@@ -1174,7 +1174,7 @@ def simulate_command(args) -> tuple[str, dict]:
     overhead = args.step_overhead_ms
     est = None
     if overhead is None and getattr(args, "trace", None):
-        from perfmodel.trace import read_trace
+        from perfmodel.data.trace import read_trace
 
         est = estimate_step_overhead(read_trace(args.trace))
         overhead = est.overhead_ms

@@ -66,8 +66,8 @@ import pandas as pd
 
 from perfmodel._checks import check_int_range, check_positive, check_probability
 from perfmodel._io import json_safe
+from perfmodel.data.features import batch_features
 from perfmodel.errors import InputError
-from perfmodel.features import batch_features
 from perfmodel.predictive import PredictiveDistribution
 
 __all__ = [
@@ -903,7 +903,7 @@ def schedule_batch_with_sla(fit, requests, sla_ms: float, *, q: float | None = N
     shrink tokens or requests.  Rule, in order:
 
     1. predict the batch as given (features from the chunks and contexts,
-       :func:`perfmodel.features.batch_features`); keep it if it meets the SLA;
+       :func:`perfmodel.data.features.batch_features`); keep it if it meets the SLA;
     2. trim tokens: remove the fewest prompt tokens, taking from the largest
        prefill chunk first (water-filling; every request keeps >= 1 token,
        decodes are never trimmed), that bring the prediction within the SLA,

@@ -7,7 +7,7 @@ model and parameters are known.  This module draws engine steps that look like
 continuous batching with chunked prefill (:func:`make_design`), evaluates any
 member of :mod:`perfmodel.model` on them with chosen parameters, adds noise of
 a precisely defined kind (:func:`simulate_trace`), and returns a trace in the
-canonical schema (:mod:`perfmodel.trace`) whose ``attrs['truth']`` records the
+canonical schema (:mod:`perfmodel.data.trace`) whose ``attrs['truth']`` records the
 model, parameters, noise and seed.
 
 Design (per step, one of three regimes)
@@ -30,7 +30,7 @@ Design (per step, one of three regimes)
 
 Thus ``S <= token_cap``, every prefill chunk is >= 2, ``num_decode`` counts the
 chunks equal to 1 and ``num_prefill`` those > 1 (consistent with the features
-``decode_ctx`` and ``prefill_sq`` of :func:`perfmodel.trace.step_features`).
+``decode_ctx`` and ``prefill_sq`` of :func:`perfmodel.data.trace.step_features`).
 The column ``phase`` says the regime: ``'decode'``, ``'mixed'``, ``'prefill'``.
 
 Noise (``mu`` = model prediction in ms, ``z`` standard normal, one per step)
@@ -76,9 +76,9 @@ import pandas as pd
 from perfmodel import __version__
 from perfmodel._checks import check_choice, check_int_range, check_number
 from perfmodel._io import atomic_open
+from perfmodel.data.trace import step_features, validate_trace
 from perfmodel.errors import InputError
 from perfmodel.model import Model, get_model
-from perfmodel.trace import step_features, validate_trace
 
 __all__ = [
     "DEFAULT_REGIME_MIX",

@@ -149,7 +149,7 @@ def _fit_data(fit, data, y, where: str):
 
     ``data=None`` uses the rows the fit was made on (``fit.features``,
     ``fit.y``, in their original row order).  A DataFrame is validated,
-    put in time order (:func:`perfmodel.trace.time_order`) and filtered by the
+    put in time order (:func:`perfmodel.data.trace.time_order`) and filtered by the
     fit's outlier window.  A feature dict needs ``y``.
     """
     model = fit.model
@@ -160,7 +160,7 @@ def _fit_data(fit, data, y, where: str):
         feats = model.check_features(fit.features)
         yy = np.asarray(fit.y, float).ravel()
     elif isinstance(data, pd.DataFrame):
-        from perfmodel.trace import step_features, time_order, validate_trace
+        from perfmodel.data.trace import step_features, time_order, validate_trace
 
         if y is not None:
             raise InputError(f"{where}: y is only for a feature dict; a trace DataFrame gives "
@@ -1308,7 +1308,7 @@ def _grid(model, feats):
             return {k: feats[k].to_numpy(float) for k in model.requires}
         if set(model.requires) <= {"B", "S"} and all(c in feats.columns for c in cols):
             return {cols[c]: feats[c].to_numpy(float) for c in cols}
-        from perfmodel.trace import step_features
+        from perfmodel.data.trace import step_features
 
         return model.check_features(step_features(feats))
     return model.check_features(feats)

@@ -38,10 +38,10 @@ import pandas as pd
 
 from perfmodel._checks import check_int_range
 from perfmodel._checks import rows_text as _rows
+from perfmodel.data.features import row_reduce
+from perfmodel.data.trace import check_step_columns as _check_trace
+from perfmodel.data.trace import parse_list_column
 from perfmodel.errors import InputError
-from perfmodel.features import row_reduce
-from perfmodel.trace import check_step_columns as _check_trace
-from perfmodel.trace import parse_list_column
 
 __all__ = [
     "DECORRELATION_THRESHOLD",
@@ -357,7 +357,7 @@ class _Layout(NamedTuple):
 
 
 def _layout(df: pd.DataFrame, time_ordered: Any) -> _Layout:
-    from perfmodel.trace import time_order
+    from perfmodel.data.trace import time_order
 
     if time_ordered is None:
         time_ordered = is_time_ordered(df)

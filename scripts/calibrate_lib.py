@@ -39,7 +39,7 @@ from perfmodel.calibrate import (
     grouped_kfold_requests,
     heldout_evaluation,
 )
-from perfmodel.datasets import load_llm_inference_bench
+from perfmodel.data.datasets import load_llm_inference_bench
 from perfmodel.errors import InputError
 from perfmodel.model import RECOMMENDED
 from perfmodel.results import atomic_write_text

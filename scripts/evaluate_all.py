@@ -80,7 +80,7 @@ def datasets() -> list[tuple[str, callable]]:
     """(label, loader) of every dataset available now."""
     out = []
     try:
-        from perfmodel.datasets import splitwise_steps
+        from perfmodel.data.datasets import splitwise_steps
 
         sw = splitwise_steps()
         for (m, h, tp), _ in sw.groupby(["model", "hardware", "tp"]):
@@ -90,7 +90,7 @@ def datasets() -> list[tuple[str, callable]]:
         log(f"splitwise unavailable: {e}")
     out.append(("sarathi", lambda: load_trace_arg("sarathi")[0]))
     out.append(("vidur", lambda: load_trace_arg("vidur")[0]))
-    from perfmodel.trace import read_trace
+    from perfmodel.data.trace import read_trace
 
     gpu = ROOT / "data" / "gpu" / "trace.csv"
     if gpu.exists():
@@ -203,7 +203,7 @@ def main(argv=None) -> int:
         t0 = time.time()
         log(f"{label}: loading")
         df = load()
-        from perfmodel.trace import has_context
+        from perfmodel.data.trace import has_context
 
         ctx = has_context(df)
         rec = RECOMMENDED_CTX if ctx else RECOMMENDED_BS

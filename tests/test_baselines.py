@@ -51,9 +51,9 @@ def test_request_features_by_hand():
 
 
 def test_request_features_match_trace_step_features(trace):
-    trace_mod = pytest.importorskip("perfmodel.trace", reason="perfmodel.trace not written yet")
+    trace_mod = pytest.importorskip("perfmodel.data.trace", reason="perfmodel.data.trace not written yet")
     if not hasattr(trace_mod, "step_features"):
-        pytest.skip("perfmodel.trace has no step_features yet")
+        pytest.skip("perfmodel.data.trace has no step_features yet")
     df = trace.assign(duration_ms=1.0)
     ref = trace_mod.step_features(df)
     mine = bl._request_features(df)

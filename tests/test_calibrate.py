@@ -226,7 +226,7 @@ def test_other_bad_inputs(good_rows):
 # ---------------------------------------------------------------------------
 
 def test_calibration_on_llm_inference_bench_vllm_h100(fetch_or_skip):
-    from perfmodel.datasets import load_llm_inference_bench
+    from perfmodel.data.datasets import load_llm_inference_bench
 
     fetch_or_skip("llm-inference-bench/all_results")
     df = load_llm_inference_bench(framework="vLLM", hardware="Nvidia H100 GPU",

@@ -117,10 +117,10 @@ def test_diagnose_prints_the_residual_table(fit_json, capsys):
 @pytest.mark.parametrize("flag,scale", [(["--relative", "weight"], "weight"),
                                         (["--absolute"], "absolute"), ([], "log")])
 def test_diagnose_tests_residuals_on_the_fit_scale(flag, scale, tmp_path, capsys):
+    from perfmodel.data.trace import read_trace, step_features
     from perfmodel.diagnostics import residual_table
     from perfmodel.results import FitResult
     from perfmodel.scale import SCALES
-    from perfmodel.trace import read_trace, step_features
 
     f = tmp_path / "f.json"
     assert main(["fit", str(EXAMPLE), "-o", str(f), "--model", "seed_id", "--starts", "2",

@@ -1,4 +1,4 @@
-"""Tests for perfmodel.collect: workloads, driver, schedule signature, contention flag,
+"""Tests for perfmodel.data.collect: workloads, driver, schedule signature, contention flag,
 metadata and CLI. Everything but the last test runs without vLLM, on a fake engine
 that schedules like vLLM v1 (running requests first, then waiting ones FCFS, chunked
 prefill under a token budget)."""
@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfmodel.collect import (
+from perfmodel.data.collect import (
     WORKLOADS,
     add_collect_parser,
     drive,
@@ -23,7 +23,7 @@ from perfmodel.collect import (
     output_paths,
     schedule_signature,
 )
-from perfmodel.collect.vllm_collector import (
+from perfmodel.data.collect.vllm_collector import (
     TRACE_COLUMNS,
     StepResult,
     StepSched,
@@ -36,7 +36,7 @@ from perfmodel.collect.vllm_collector import (
     write_csv_atomic,
     write_json_atomic,
 )
-from perfmodel.collect.workloads import EngineView
+from perfmodel.data.collect.workloads import EngineView
 from perfmodel.errors import InputError
 
 
@@ -361,7 +361,7 @@ def _fake_collect(model_config, workload, steps, seed, out, *, calibration_steps
 def test_cli_collect_json_prints_the_final_summary(tmp_path, capsys, monkeypatch, where,
                                                     workload):
     from perfmodel.cli import main
-    from perfmodel.collect import vllm_collector
+    from perfmodel.data.collect import vllm_collector
 
     monkeypatch.setattr(vllm_collector, "collect_vllm", _fake_collect)
     out = tmp_path / "run.csv"
@@ -391,7 +391,7 @@ def test_cli_collect_json_prints_the_final_summary(tmp_path, capsys, monkeypatch
 @pytest.mark.parametrize("json_flag", [[], ["--json"]])
 def test_cli_collect_without_vllm_is_one_error_line(tmp_path, capsys, monkeypatch, json_flag):
     from perfmodel.cli import main
-    from perfmodel.collect import vllm_collector
+    from perfmodel.data.collect import vllm_collector
 
     # keep this process's environment (TMPDIR, OMP_NUM_THREADS ...) as it is
     monkeypatch.setattr(vllm_collector, "_prepare_environment", lambda cache_dir: None)
@@ -411,7 +411,7 @@ def test_cli_collect_without_vllm_is_one_error_line(tmp_path, capsys, monkeypatc
 @pytest.mark.slow
 def test_vllm_closed_loop_with_calibration(tmp_path):
     """One real engine: calibration before and after must have the same schedule."""
-    from perfmodel.collect import collect_vllm
+    from perfmodel.data.collect import collect_vllm
     paths = collect_vllm("llama-tiny", "closed_loop", None, 3, tmp_path / "cl.csv",
                          calibration_steps=12, cache_dir=tmp_path / "cache", enforce_eager=True,
                          num_requests=4, concurrency=2, prompt_len=8, output_len=5)

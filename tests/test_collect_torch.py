@@ -1,4 +1,4 @@
-"""Tests of the PyTorch step harness (perfmodel.collect_torch): CPU, float32, tiny model.
+"""Tests of the PyTorch step harness (perfmodel.data.collect_torch): CPU, float32, tiny model.
 
 Known truth: a packed ragged step must compute, for every request, exactly
 what the same model computes for that request alone with the same cached
@@ -18,10 +18,10 @@ torch = pytest.importorskip(
                     "use a venv with torch, e.g. .venv-torch)")
 
 from perfmodel._io import sha256_file
-from perfmodel.collect_torch import harness as H
+from perfmodel.data.collect_torch import harness as H
 from perfmodel.errors import InputError
 
-CONFIG = Path(__file__).resolve().parents[1] / "perfmodel" / "configs" / "llama-gpu-tiny.json"
+CONFIG = Path(__file__).resolve().parents[1] / "perfmodel" / "data" / "configs" / "llama-gpu-tiny.json"
 TOL = 1e-5
 
 

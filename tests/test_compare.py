@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel.compare import compare, load_trace_arg
+from perfmodel.data.trace import step_features
 from perfmodel.errors import InputError
 from perfmodel.model import MODELS, get_model
-from perfmodel.trace import step_features
 
 NEW = ("seed_kv", "seed_attn", "seed_attn_kv", "seed_ctx_mono")
 

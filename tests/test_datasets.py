@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfmodel import datasets as D
+from perfmodel.data import datasets as D
 from perfmodel.errors import ChecksumError, DataUnavailableError, InputError
 
 CANONICAL = ["batch_size", "total_tokens", "duration_ms"]
@@ -254,7 +254,7 @@ def _check_steps(df):
     if "num_decode" in df:
         assert (df["num_decode"] + df["num_prefill"] == df["batch_size"]).all()
     try:
-        from perfmodel.trace import validate_trace
+        from perfmodel.data.trace import validate_trace
     except ImportError:
         return
     v = validate_trace(df)

@@ -1,4 +1,4 @@
-"""Tests of perfmodel.features: the one step-feature kernel.
+"""Tests of perfmodel.data.features: the one step-feature kernel.
 
 The ``_old_*`` functions are verbatim copies of the three implementations the
 kernel replaced (``trace.step_features``, ``simulate.batch_features``,
@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfmodel import baselines, features, simulate, trace
-from perfmodel.errors import InputError
-from perfmodel.features import (
+from perfmodel import baselines, simulate
+from perfmodel.data import features, trace
+from perfmodel.data.features import (
     CONTEXT_KEYS,
     COUNT_KEYS,
     batch_features,
@@ -24,6 +24,7 @@ from perfmodel.features import (
     row_reduce,
     uniform_batch_features,
 )
+from perfmodel.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "data" / "example" / "example_trace.csv"
@@ -47,7 +48,7 @@ def _old_row_reduce(values, counts, rows, how):
 
 
 def _old_trace_features(B, S, c_flat, x_flat, counts):
-    """trace.step_features after parsing (perfmodel/trace.py, before features.py)."""
+    """trace.step_features after parsing (perfmodel/data/trace.py, before features.py)."""
     feats = {"B": B, "S": S}
     n = len(counts)
     rows = np.repeat(np.arange(n), counts)

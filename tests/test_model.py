@@ -164,11 +164,12 @@ def test_recommended_and_default_for():
 def test_no_import_cycle_in_the_model_layer():
     """model_base, models_seed and models_ctx never import the registry perfmodel.model."""
     import ast
+    from importlib.util import find_spec
     from pathlib import Path
 
-    pkg = Path(__file__).resolve().parents[1] / "perfmodel"
-    for name in ("model_base", "models_seed", "models_ctx", "features"):
-        tree = ast.parse((pkg / f"{name}.py").read_text())
+    for name in ("perfmodel.model_base", "perfmodel.models_seed", "perfmodel.models_ctx",
+                 "perfmodel.data.features"):
+        tree = ast.parse(Path(find_spec(name).origin).read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
                 assert node.level == 0, name  # the package imports absolutely

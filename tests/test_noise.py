@@ -3,8 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from perfmodel.data.noise import config_floor, noise_floor, replicate_floor
 from perfmodel.errors import InputError
-from perfmodel.noise import config_floor, noise_floor, replicate_floor
 
 SIGMA = 0.05
 
@@ -122,7 +122,7 @@ def test_input_errors_name_the_problem():
 
 def test_splitwise_floor_is_per_configuration(fetch_or_skip):
     fetch_or_skip("splitwise/perf_model")
-    from perfmodel.datasets import splitwise_steps
+    from perfmodel.data.datasets import splitwise_steps
 
     sw = splitwise_steps()
     g = sw[(sw.model == "llama2-70b") & (sw.hardware == "a100-80gb") & (sw.tp == 4)]

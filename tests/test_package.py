@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_public_entry_points_are_the_modules_own_objects():
-    from perfmodel import fit, model, results, trace
+    from perfmodel import fit, model, results
+    from perfmodel.data import trace
 
     assert perfmodel.read_trace is trace.read_trace
     assert perfmodel.fit_model is fit.fit_model

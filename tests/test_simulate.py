@@ -60,7 +60,7 @@ class Truth:
 # ---------------------------------------------------------------------------
 
 def test_batch_features_match_trace_step_features():
-    from perfmodel.trace import step_features
+    from perfmodel.data.trace import step_features
 
     rng = np.random.default_rng(1)
     rows = []
@@ -397,7 +397,7 @@ def test_compare_to_run_errors():
 
 
 def _collector_summary(sim):
-    """The same run in the collector's closed_loop_summary format (perfmodel.collect)."""
+    """The same run in the collector's closed_loop_summary format (perfmodel.data.collect)."""
     d = sim.to_dict()
     c = d["config"]
     req = sim.requests

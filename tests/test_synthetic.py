@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from perfmodel.data.trace import parse_int_list, read_trace, step_features, validate_trace
 from perfmodel.errors import InputError
 from perfmodel.model import get_model
 from perfmodel.synthetic import (
@@ -28,7 +29,6 @@ from perfmodel.synthetic import (
     simulate_trace,
     write_example_trace,
 )
-from perfmodel.trace import parse_int_list, read_trace, step_features, validate_trace
 
 N = 20_000
 EXAMPLE = Path(__file__).resolve().parents[1] / "data" / "example" / "example_trace.csv"

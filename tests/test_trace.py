@@ -1,4 +1,4 @@
-"""Tests of perfmodel.trace: aliases, formats, every kind of bad input, features."""
+"""Tests of perfmodel.data.trace: aliases, formats, every kind of bad input, features."""
 from __future__ import annotations
 
 import gzip
@@ -8,8 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfmodel.errors import InputError
-from perfmodel.trace import (
+from perfmodel.data.trace import (
     ROW_CONVENTION,
     describe_aliases,
     has_context,
@@ -21,6 +20,7 @@ from perfmodel.trace import (
     trace_sha256,
     validate_trace,
 )
+from perfmodel.errors import InputError
 
 
 def good_frame(n: int = 4) -> pd.DataFrame:

@@ -543,7 +543,7 @@ def test_decorrelation_lag_equals_statsmodels_acf_and_fits_the_default_block():
 
     from statsmodels.tsa.stattools import acf
 
-    from perfmodel.trace import read_trace
+    from perfmodel.data.trace import read_trace
 
     rng = np.random.default_rng(1)
     e = rng.standard_normal(600)

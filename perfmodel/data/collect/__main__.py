@@ -1,4 +1,4 @@
-"""Stand-alone runner: ``python -m perfmodel.collect vllm --model-config ... -o ...``.
+"""Stand-alone runner: ``python -m perfmodel.data.collect vllm --model-config ... -o ...``.
 
 Temporary until ``perfmodel collect vllm`` is wired into ``perfmodel/cli.py``.
 """
@@ -7,11 +7,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from perfmodel.collect.vllm_collector import add_vllm_arguments
+from perfmodel.data.collect.vllm_collector import add_vllm_arguments
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perfmodel.collect")
+    parser = argparse.ArgumentParser(prog="python -m perfmodel.data.collect")
     sub = parser.add_subparsers(dest="engine", required=True)
     add_vllm_arguments(sub.add_parser("vllm", help="in-process vLLM engine"))
     args = parser.parse_args(argv)

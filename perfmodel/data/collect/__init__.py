@@ -6,12 +6,12 @@ summary JSON. vLLM itself is an optional dependency (the ``collect`` extra);
 everything but starting the engine works without it. The CLI entry points
 ``add_collect_parser`` / ``run_collect`` give ``perfmodel collect vllm ...``
 (``--json``: the final summary as JSON, :func:`collect_summary`);
-``python -m perfmodel.collect vllm ...`` runs the same command stand-alone.
+``python -m perfmodel.data.collect vllm ...`` runs the same command stand-alone.
 """
 from __future__ import annotations
 
-from perfmodel.collect.machine_state import flag_contended
-from perfmodel.collect.vllm_collector import (
+from perfmodel.data.collect.machine_state import flag_contended
+from perfmodel.data.collect.vllm_collector import (
                                               add_collect_parser,
                                               add_vllm_arguments,
                                               collect_summary,
@@ -21,7 +21,7 @@ from perfmodel.collect.vllm_collector import (
                                               run_collect,
                                               schedule_signature,
 )
-from perfmodel.collect.workloads import WORKLOADS, make_workload
+from perfmodel.data.collect.workloads import WORKLOADS, make_workload
 
 __all__ = [
                                               "WORKLOADS",

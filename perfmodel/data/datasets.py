@@ -28,7 +28,7 @@ caveats found by inspection.
 
 The loaders below turn the files into DataFrames; the ``*_steps``
 converters return the step-trace schema (``batch_size``, ``total_tokens``,
-``duration_ms`` and the documented extras, see ``perfmodel.trace``).
+``duration_ms`` and the documented extras, see ``perfmodel.data.trace``).
 
 Datasets
 --------

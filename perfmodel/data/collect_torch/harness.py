@@ -154,7 +154,7 @@ class LlamaConfig:
 
 
 def load_config(path: str | os.PathLike) -> LlamaConfig:
-    """Read a :class:`LlamaConfig` from a JSON file (e.g. ``perfmodel/configs/llama-gpu-*.json``)."""
+    """Read a :class:`LlamaConfig` from a JSON file (e.g. ``perfmodel/data/configs/llama-gpu-*.json``)."""
     p = Path(path)
     if not p.is_file():
         raise InputError(f"load_config: path={str(p)!r} is not a file")
@@ -763,7 +763,7 @@ def collect(config: LlamaConfig, params: WorkloadParams, out_dir: str | os.PathL
 
     meta = {
         "status": "running",
-        "source": "perfmodel.collect_torch",
+        "source": "perfmodel.data.collect_torch",
         "created_unix": time.time(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),

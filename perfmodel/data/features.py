@@ -6,7 +6,7 @@ A step-latency model sees a step through a few numbers: the number of
 requests ``B``, the tokens ``S`` it computes and, when the per-request chunk
 sizes ``c_i`` and prior context lengths ``ctx_i`` are known, sums over the
 requests that measure attention work and KV-cache reads.  Traces
-(:func:`perfmodel.trace.step_features`), the simulator and the SLA scheduler
+(:func:`perfmodel.data.trace.step_features`), the simulator and the SLA scheduler
 (:func:`batch_features`), the static-batch calibration
 (:func:`uniform_batch_features`) and the baselines all need the same numbers;
 this module is the one place that computes them, from plain arrays (numpy
@@ -181,7 +181,7 @@ def batch_features(chunk_sizes, context_lens=None) -> dict[str, np.ndarray]:
     """Step features of one batch from its per-request chunk sizes and contexts.
 
     Problem: the simulator and the SLA scheduler build batches in memory and
-    need the features :func:`perfmodel.trace.step_features` computes from a
+    need the features :func:`perfmodel.data.trace.step_features` computes from a
     trace row, without formatting strings; this checks one batch and runs
     :func:`request_features` on it.
 

@@ -5,7 +5,7 @@ with the exact batch composition of each step: the batch size B, the tokens
 per request (chunk sizes, summing to S) and each request's context before the
 step. This module starts a vLLM engine in this process with random weights
 (``load_format='dummy'``) from a shipped ``config.json``, drives a seeded
-workload (:mod:`perfmodel.collect.workloads`) through ``add_request`` and
+workload (:mod:`perfmodel.data.collect.workloads`) through ``add_request`` and
 ``step``, and writes a CSV in the step-trace schema, a metadata JSON beside it
 and, for ``closed_loop``, a summary JSON with per-request latencies.
 
@@ -20,7 +20,7 @@ replaces those two attributes on the executor *instance* with timing wrappers;
 ``LLMEngine.step`` (scheduling, output processing included). On an
 accelerator the wrappers synchronise the device (``torch.accelerator``) before
 reading the clock; on CPU there is nothing to synchronise. Per-step machine
-state comes from :mod:`perfmodel.collect.machine_state`.
+state comes from :mod:`perfmodel.data.collect.machine_state`.
 
 The driver (:func:`drive`) only talks to a small adapter (add, abort, counts,
 step), so it is tested without vLLM on a fake engine.
@@ -46,8 +46,8 @@ from typing import Any, Protocol
 import pandas as pd
 
 from perfmodel._io import atomic_open, atomic_write_text, json_safe, sha256_file
-from perfmodel.collect import machine_state
-from perfmodel.collect.workloads import (
+from perfmodel.data.collect import machine_state
+from perfmodel.data.collect.workloads import (
     WORKLOADS,
     EngineView,
     Mixed,
@@ -270,12 +270,12 @@ def resolve_model_config(model_config: str | os.PathLike) -> tuple[str, Path, di
         raise InputError(f"argument 'model_config' must be a path or a name, got {model_config!r}")
     p = Path(model_config)
     if not p.is_file():
-        shipped = resources.files("perfmodel") / "configs" / f"{p.name.removesuffix('.json')}.json"
+        shipped = resources.files("perfmodel.data") / "configs" / f"{p.name.removesuffix('.json')}.json"
         if shipped.is_file():
             p = Path(str(shipped))
         else:
             names = sorted(x.name.removesuffix(".json")
-                           for x in (resources.files("perfmodel") / "configs").iterdir()
+                           for x in (resources.files("perfmodel.data") / "configs").iterdir()
                            if x.name.endswith(".json"))
             raise InputError(f"argument 'model_config': no file {str(model_config)!r} and no "
                              f"shipped config of that name (shipped: {names})")
@@ -359,7 +359,7 @@ def build_metadata(*, trace_path: Path, sha256: str, df: pd.DataFrame, run: Driv
     except ImportError:
         torch_threads = None
     meta = {
-        "schema": "perfmodel.collect/1",
+        "schema": "perfmodel.data.collect/1",
         "trace": trace_path.name,
         "sha256": sha256,
         "rows": len(df),
@@ -681,7 +681,7 @@ def collect_vllm(model_config: str | os.PathLike, workload: str, steps: int | No
         A Llama-style ``config.json`` (random weights are generated), or the
         name of a shipped one (``'llama-tiny'``, ``'llama-small'``).
     workload : str
-        One of :data:`perfmodel.collect.workloads.WORKLOADS`.
+        One of :data:`perfmodel.data.collect.workloads.WORKLOADS`.
     steps : int or None
         Steps to record (the workload may finish earlier); for ``closed_loop``
         a safety cap (``None``: no cap).

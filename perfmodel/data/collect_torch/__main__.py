@@ -1,6 +1,6 @@
-"""Command line: ``python -m perfmodel.collect_torch --config CFG --out DIR [...]``.
+"""Command line: ``python -m perfmodel.data.collect_torch --config CFG --out DIR [...]``.
 
-Collects a step-latency trace with :func:`perfmodel.collect_torch.harness.collect`,
+Collects a step-latency trace with :func:`perfmodel.data.collect_torch.harness.collect`,
 or, with ``--summarize CSV``, prints the noise floor of an existing trace.
 """
 from __future__ import annotations
@@ -11,9 +11,9 @@ import sys
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m perfmodel.collect_torch",
+    ap = argparse.ArgumentParser(prog="python -m perfmodel.data.collect_torch",
                                  description=__doc__.splitlines()[0])
-    ap.add_argument("--config", help="model config JSON (perfmodel/configs/llama-gpu-*.json)")
+    ap.add_argument("--config", help="model config JSON (perfmodel/data/configs/llama-gpu-*.json)")
     ap.add_argument("--out", help="output folder (trace CSV + metadata JSON)")
     ap.add_argument("--basename", default="trace")
     ap.add_argument("--device", default="cuda")
@@ -47,12 +47,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.summarize:
             import pandas as pd
 
-            from perfmodel.collect_torch.harness import noise_floor
+            from perfmodel.data.collect_torch.harness import noise_floor
             print(json.dumps(noise_floor(pd.read_csv(args.summarize)), indent=2))
             return 0
         if not args.config or not args.out:
             raise InputError("--config and --out are required unless --summarize is given")
-        from perfmodel.collect_torch.harness import WorkloadParams, collect, load_config
+        from perfmodel.data.collect_torch.harness import WorkloadParams, collect, load_config
 
         cfg = load_config(args.config)
         params = WorkloadParams(

@@ -52,8 +52,8 @@ import pandas as pd
 
 from perfmodel._checks import rows_text
 from perfmodel._io import sha256_file
+from perfmodel.data.features import request_features, row_reduce
 from perfmodel.errors import InputError
-from perfmodel.features import request_features, row_reduce
 
 __all__ = [
     "ALIASES",
@@ -836,21 +836,21 @@ def step_features(df, *, counts_keys: bool = False) -> dict[str, np.ndarray]:
 
     Problem: models see a step through a few numbers; read them from a trace
     (each list column is parsed at once) and compute them with the package's
-    one feature kernel, :func:`perfmodel.features.request_features`, whose
+    one feature kernel, :func:`perfmodel.data.features.request_features`, whose
     module documents the definitions.
 
     Keys (float64 arrays, one value per row):
 
     * ``B``, ``S`` - always (the ``batch_size`` and ``total_tokens`` columns);
     * when ``chunk_sizes`` and ``context_lens`` are present,
-      :data:`perfmodel.features.CONTEXT_KEYS`: with ``c_i`` the chunk size and
+      :data:`perfmodel.data.features.CONTEXT_KEYS`: with ``c_i`` the chunk size and
       ``ctx_i`` the prior context of request ``i``: ``ctx_sum = sum ctx_i``;
       ``ctx_max = max ctx_i``; ``attn = sum c_i (ctx_i + c_i/2)`` (query-key
       pairs, causal half of the own chunk); ``attn_prefill`` = the same sum
       over prefill chunks (``c_i > 1``) only; ``decode_ctx = sum of ctx_i
       over c_i == 1``; ``prefill_sq = sum of c_i^2 over c_i > 1``;
       ``chunk_sd`` = population standard deviation of the ``c_i``;
-    * with ``counts_keys``, also :data:`perfmodel.features.COUNT_KEYS`
+    * with ``counts_keys``, also :data:`perfmodel.data.features.COUNT_KEYS`
       (``n_decode``, ``n_prefill``, ``s_prefill``, ``max_chunk``).
 
     Verified against hand-computed values in ``tests/test_trace.py``.
