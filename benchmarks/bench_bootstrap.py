@@ -11,7 +11,7 @@ Prints both wall times and their ratio (bootstrap / singles); the target is
 a bootstrap of <= 30 s on the 2-core development machine.  The machine is
 shared: absolute times drift with its load, the ratio less so.
 
-Trace: :func:`perfmodel.synthetic.simulate_trace` of ``seed_id`` at its
+Trace: :func:`perfmodel.core.synthetic.simulate_trace` of ``seed_id`` at its
 default truth, 5,000 steps, 3% multiplicative noise, seed 0; log-scale fit.
 
 Usage::
@@ -26,9 +26,9 @@ import time
 
 from threadpoolctl import threadpool_limits
 
+from perfmodel.core.fit import fit_model
+from perfmodel.core.synthetic import simulate_trace
 from perfmodel.data.trace import step_features
-from perfmodel.fit import fit_model
-from perfmodel.synthetic import simulate_trace
 from perfmodel.uncertainty import bootstrap
 
 

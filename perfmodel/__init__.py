@@ -9,10 +9,10 @@ The public entry points are importable from the package itself::
 
 =================  ==========================================================
 ``read_trace``     read and validate a step trace (:mod:`perfmodel.data.trace`)
-``fit_model``      fit a member of the model family (:mod:`perfmodel.fit`)
-``FitResult``      a fitted model and its quality (:mod:`perfmodel.results`)
-``get_model``      a registered model by name (:mod:`perfmodel.model`)
-``MODELS``         every registered model, by name (:mod:`perfmodel.model`)
+``fit_model``      fit a member of the model family (:mod:`perfmodel.core.fit`)
+``FitResult``      a fitted model and its quality (:mod:`perfmodel.core.results`)
+``get_model``      a registered model by name (:mod:`perfmodel.core.model`)
+``MODELS``         every registered model, by name (:mod:`perfmodel.core.model`)
 ``RECOMMENDED``    the recommended model, with and without per-request context
 ``default_for``    the recommended model for a trace
 =================  ==========================================================
@@ -31,22 +31,22 @@ __version__ = "0.1.0"
 #: public name -> the module that defines it
 _EXPORTS = {
     "read_trace": "perfmodel.data.trace",
-    "fit_model": "perfmodel.fit",
-    "FitResult": "perfmodel.results",
-    "get_model": "perfmodel.model",
-    "MODELS": "perfmodel.model",
-    "RECOMMENDED": "perfmodel.model",
-    "default_for": "perfmodel.model",
+    "fit_model": "perfmodel.core.fit",
+    "FitResult": "perfmodel.core.results",
+    "get_model": "perfmodel.core.model",
+    "MODELS": "perfmodel.core.model",
+    "RECOMMENDED": "perfmodel.core.model",
+    "default_for": "perfmodel.core.model",
 }
 
 __all__ = ["MODELS", "RECOMMENDED", "FitResult", "__version__", "default_for", "fit_model",
            "get_model", "read_trace"]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from perfmodel.core.fit import fit_model
+    from perfmodel.core.model import MODELS, RECOMMENDED, default_for, get_model
+    from perfmodel.core.results import FitResult
     from perfmodel.data.trace import read_trace
-    from perfmodel.fit import fit_model
-    from perfmodel.model import MODELS, RECOMMENDED, default_for, get_model
-    from perfmodel.results import FitResult
 
 
 def __getattr__(name: str) -> Any:

@@ -13,7 +13,7 @@ AIC/BIC rank non-nested ones.  A trend of the residuals against context
 length or chunk-size spread points at the term that is missing.
 
 All statistics are computed on the scale the model was fitted on
-(:mod:`perfmodel.scale`): for a fit with ``relative='log'`` (the default)
+(:mod:`perfmodel.core.scale`): for a fit with ``relative='log'`` (the default)
 the residuals are ``log T - log T_hat`` and the "responses" are ``log T``;
 for ``'weight'`` the residuals are ``(T - T_hat)/T``, i.e. responses ``T``
 with weights ``1/T^2`` (a weighted lack-of-fit test); for ``'absolute'``,
@@ -37,8 +37,8 @@ import pandas as pd
 from scipy import stats
 
 from perfmodel._checks import check_int_range
+from perfmodel.core.scale import scale_of
 from perfmodel.errors import InputError
-from perfmodel.scale import scale_of
 
 __all__ = [
     "LackOfFitResult",
@@ -229,7 +229,7 @@ def fit_scale_residuals(fit, df) -> tuple[np.ndarray, np.ndarray]:
     ``log T``, ``log T_hat`` for ``relative='log'``; ``T``, ``T_hat`` (ms) for
     ``'absolute'`` and for ``'weight'``, whose residual is ``(T - T_hat)/T``:
     these responses with the weights ``1/T^2`` (:func:`fit_lack_of_fit`
-    applies them; :meth:`perfmodel.scale.FitScale.residual` gives the
+    applies them; :meth:`perfmodel.core.scale.FitScale.residual` gives the
     residuals).
     """
     scale = scale_of(fit)
@@ -390,7 +390,7 @@ TREND_VARIABLES = ("ctx_sum", "ctx_max", "chunk_sd", "attn_prefill", "decode_ctx
 def residual_trends(fit, df, variables=TREND_VARIABLES) -> pd.DataFrame:
     """Residual trends of a FitResult against context length, chunk spread, B and S.
 
-    Residuals on the fit's scale (:meth:`perfmodel.scale.FitScale.residual`:
+    Residuals on the fit's scale (:meth:`perfmodel.core.scale.FitScale.residual`:
     ``log T - log T_hat`` for a log fit, ``(T - T_hat)/T`` for a weight fit);
     each variable from :func:`perfmodel.data.trace.step_features` that the trace
     has and that is not constant.  Returns a DataFrame of

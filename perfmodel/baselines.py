@@ -31,10 +31,10 @@ import numpy as np
 import pandas as pd
 
 from perfmodel._checks import rows_text
+from perfmodel.core.scale import WEIGHT
 from perfmodel.data.features import CONTEXT_KEYS, request_features, row_reduce
 from perfmodel.data.trace import check_step_columns, parse_list_column
 from perfmodel.errors import InputError
-from perfmodel.scale import WEIGHT
 
 __all__ = [
     "BASELINES",
@@ -148,7 +148,7 @@ class Baseline:
             raise InputError(f"`relative` must be True or False, got {self.relative!r}")
 
     def _weights(self, T: np.ndarray) -> np.ndarray | None:
-        # relative error is the fit's 'weight' scale (perfmodel.scale): weights 1/T^2
+        # relative error is the fit's 'weight' scale (perfmodel.core.scale): weights 1/T^2
         return WEIGHT.weights(T) if self.relative else None
 
     @property

@@ -28,7 +28,7 @@ context = L + j)`` with its context shifted by one to this schema
 of every row (:func:`static_batch_steps`), evaluates the member's
 ``_predict`` and ``_jacobian`` on it once per iteration, sums per row with
 ``np.add.reduceat`` (the Jacobian of the sum is the sum of the per-step
-Jacobians), and fits ``theta`` by :func:`perfmodel.fit.fit_curve` on log
+Jacobians), and fits ``theta`` by :func:`perfmodel.core.fit.fit_curve` on log
 latency (relative error).  Parameters that no static batch can see (their
 integrated Jacobian column is identically zero, e.g. ``c_kv_mixed`` of
 ``seed_ctx_mono``: no static-batch step mixes a prefill chunk with cached
@@ -58,11 +58,11 @@ import pandas as pd
 from scipy import optimize
 
 from perfmodel._checks import check_int_range
+from perfmodel.core.fit import fit_curve
+from perfmodel.core.model import RECOMMENDED, Model, get_model
+from perfmodel.core.scale import LOG
 from perfmodel.data.features import uniform_batch_features
 from perfmodel.errors import FitError, InputError
-from perfmodel.fit import fit_curve
-from perfmodel.model import RECOMMENDED, Model, get_model
-from perfmodel.scale import LOG
 
 __all__ = [
     "REQUEST_COLUMNS",
@@ -225,7 +225,7 @@ def predict_requests(fit, df_rows, model=None) -> np.ndarray:
     Parameters
     ----------
     fit : a FitResult (from :func:`calibrate_from_requests` or
-        :func:`perfmodel.fit.fit_model`), or a parameter vector / dict with
+        :func:`perfmodel.core.fit.fit_model`), or a parameter vector / dict with
         ``model`` given
     df_rows : DataFrame with columns ``B`` and ``L``
     model : str or Model, needed only when ``fit`` is a parameter vector
@@ -349,7 +349,7 @@ def calibrate_from_requests(df_rows, model=RECOMMENDED["context"], seed: int = 0
         :func:`perfmodel.data.datasets.load_llm_inference_bench` returns, for ONE
         hardware, device count, framework and model (checked where those
         columns exist; rows with ``consistent == False`` are refused)
-    model : str or Model, a member of :mod:`perfmodel.model` (default
+    model : str or Model, a member of :mod:`perfmodel.core.model` (default
         ``'seed_ctx_mono'``; ``'seed_id'`` has no context terms).  Members
         fitted through another (``'seed'``) are refused: calibrate the
         identifiable one.
@@ -363,13 +363,13 @@ def calibrate_from_requests(df_rows, model=RECOMMENDED["context"], seed: int = 0
         (within the member's bounds), e.g. a prefill cost known from a step
         trace.  Parameters no static batch can see are always held at their
         lower bound.
-    max_nfev : passed to :func:`perfmodel.fit.fit_curve`
+    max_nfev : passed to :func:`perfmodel.core.fit.fit_curve`
     scale : divide each step feature by its median over all steps while
         fitting (parameters are reported in physical units)
 
     Returns
     -------
-    perfmodel.results.FitResult
+    perfmodel.core.results.FitResult
         ``values``/``params`` are the step-model parameters (physical
         units): ``predict(features)`` gives *step* times in ms.  Its
         statistics are *request-level*: ``n`` rows, ``mape`` the in-sample
@@ -411,7 +411,7 @@ def calibrate_from_requests(df_rows, model=RECOMMENDED["context"], seed: int = 0
     >>> bool(fit.mape < 1e-3)
     True
     """
-    from perfmodel.results import FitResult
+    from perfmodel.core.results import FitResult
 
     m = _check_model(model)
     n_starts = check_int_range("n_starts", n_starts, 1)
@@ -471,7 +471,7 @@ def calibrate_from_requests(df_rows, model=RECOMMENDED["context"], seed: int = 0
     def _sum_jac(ts, _x):
         return np.add.reduceat(m._jacobian(_full(ts), fs), starts, axis=0)[:, free]
 
-    # the request latency is fitted on the log scale (perfmodel.scale.LOG)
+    # the request latency is fitted on the log scale (perfmodel.core.scale.LOG)
     func, jac = LOG.regression(_sum, _sum_jac)
 
     best, n_ok = None, 0

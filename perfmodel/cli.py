@@ -83,18 +83,18 @@ def _check_output(path, force: bool) -> Path:
 
 
 def resolve_model(name: str, df) -> str:
-    """Resolve ``auto`` to :func:`perfmodel.model.default_for` of the trace ``df``."""
+    """Resolve ``auto`` to :func:`perfmodel.core.model.default_for` of the trace ``df``."""
     if name != "auto":
         return name
-    from perfmodel.model import default_for
+    from perfmodel.core.model import default_for
 
     return default_for(df)
 
 
 # ---------------------------------------------------------------------------
 def cmd_fit(args):
+    from perfmodel.core.fit import fit_model
     from perfmodel.data.trace import read_trace, trace_sha256
-    from perfmodel.fit import fit_model
 
     out = _check_output(args.output, args.force)
     df = read_trace(args.trace, drop_invalid=args.drop_invalid)
@@ -135,7 +135,7 @@ def _delegate(module: str):
 
 
 def _load_fit(path):
-    from perfmodel.results import FitResult
+    from perfmodel.core.results import FitResult
 
     return FitResult.from_json(Path(path))
 
@@ -163,10 +163,10 @@ def cmd_predict(args):
 
 
 def cmd_diagnose(args):
-    """Residual tests of a fit on a trace, on the fit's own scale (:mod:`perfmodel.scale`)."""
+    """Residual tests of a fit on a trace, on the fit's own scale (:mod:`perfmodel.core.scale`)."""
+    from perfmodel.core.scale import scale_of
     from perfmodel.data.trace import read_trace, step_features, time_order
     from perfmodel.diagnostics import residual_table
-    from perfmodel.scale import scale_of
 
     res = _load_fit(args.fit)
     df = read_trace(args.trace)
@@ -185,9 +185,9 @@ def cmd_diagnose(args):
 
 # ---------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    from perfmodel.model import MODELS, RECOMMENDED
-    from perfmodel.scale import DEFAULT as DEFAULT_SCALE
-    from perfmodel.scale import SCALES
+    from perfmodel.core.model import MODELS, RECOMMENDED
+    from perfmodel.core.scale import DEFAULT as DEFAULT_SCALE
+    from perfmodel.core.scale import SCALES
 
     p = _Parser(prog="perfmodel", description="Step-latency models for LLM serving engines.")
     p.add_argument("--version", action="version", version=f"perfmodel {__version__}")

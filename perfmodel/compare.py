@@ -5,7 +5,7 @@ Problem
 A model earns its parameters only if it predicts steps it was not fitted
 to better than simpler or more flexible alternatives, and the gap that
 matters is the one to the measurement noise floor.  :func:`compare` fits
-every model of :mod:`perfmodel.model` and every baseline of
+every model of :mod:`perfmodel.core.model` and every baseline of
 :mod:`perfmodel.baselines` on the *same* folds and writes one row per
 candidate: held-out MAPE/RMSE overall and by regime (decode-only / mixed /
 prefill-heavy, :func:`perfmodel.validation.regime`), the number of
@@ -54,11 +54,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from perfmodel.core.model import MODELS
+from perfmodel.core.scale import DEFAULT as DEFAULT_SCALE
+from perfmodel.core.scale import SCALES, get_scale
 from perfmodel.data.features import CONTEXT_KEYS
 from perfmodel.errors import FitError, InputError
-from perfmodel.model import MODELS
-from perfmodel.scale import DEFAULT as DEFAULT_SCALE
-from perfmodel.scale import SCALES, get_scale
 
 __all__ = [
     "CV_SCHEMES",
@@ -117,7 +117,7 @@ class ModelCandidate:
     """A member of the model family behind ``fit(df)`` / ``predict(df)``.
 
     ``__init__`` only stores its arguments; ``fit`` calls
-    :func:`perfmodel.fit.fit_model` and keeps the result in ``result_``.
+    :func:`perfmodel.core.fit.fit_model` and keeps the result in ``result_``.
     """
 
     def __init__(self, model: str, *, relative: str = DEFAULT_SCALE, loss: str = "linear",
@@ -133,7 +133,7 @@ class ModelCandidate:
         return self.model
 
     def fit(self, df: pd.DataFrame) -> ModelCandidate:
-        from perfmodel.fit import fit_model
+        from perfmodel.core.fit import fit_model
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -159,7 +159,7 @@ class ModelCandidate:
 def _needs_context(name: str, kind: str) -> bool:
     if kind == "baseline":
         return name == "distserve"
-    from perfmodel.model import get_model
+    from perfmodel.core.model import get_model
 
     return bool(set(get_model(name).requires) & _CTX_FEATURES)
 
@@ -223,7 +223,7 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
     df : DataFrame, a step trace (``batch_size``, ``total_tokens``,
         ``duration_ms``; ``chunk_sizes``/``context_lens`` for context-aware
         candidates; ``config`` for grouping and the noise floor)
-    models : names in :data:`perfmodel.model.MODELS` (default
+    models : names in :data:`perfmodel.core.model.MODELS` (default
         :data:`DEFAULT_MODELS`); a comma-separated string also works
     baselines : names in :data:`perfmodel.baselines.BASELINES` (default
         :data:`DEFAULT_BASELINES`)
@@ -232,7 +232,7 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
     seed : seeds the fold assignment, the multi-start and the forest
     relative : the models' residuals ('log', 'weight', 'absolute'); the
         baselines fit relative error unless 'absolute'
-    loss, n_starts : passed to :func:`perfmodel.fit.fit_model`
+    loss, n_starts : passed to :func:`perfmodel.core.fit.fit_model`
     quantile : the extrapolation split's quantile of S and B
     floor : a :class:`perfmodel.data.noise.NoiseFloor` (default: computed)
     in_sample : also fit every candidate on all steps for ``mape_in``,
@@ -249,16 +249,16 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
     ``n_params``, held-out ``MAPE``, ``RMSE`` and each by regime
     (``MAPE_decode-only`` ...), ``n_test``, ``fold_mape_mean``,
     ``fold_mape_sd``, in-sample ``mape_in`` / ``aic`` / ``bic`` (residuals
-    on the ``relative`` scale, :meth:`perfmodel.scale.FitScale.residual`:
+    on the ``relative`` scale, :meth:`perfmodel.core.scale.FitScale.residual`:
     ``log T - log T_hat``, ``(T - T_hat)/T`` or ms; ``k`` = parameters the
     data determine), ``noise_floor`` (oracle MAPE, percent), ``ratio_to_floor``,
     ``cv``, ``k``, ``relative``.  Sorted as given (models, then baselines).
     ``df.attrs['noise_floor']`` holds the floor as a dict.
     """
     from perfmodel.baselines import BASELINES
+    from perfmodel.core.model import MODELS
     from perfmodel.data.noise import noise_floor
     from perfmodel.data.trace import has_context, validate_trace
-    from perfmodel.model import MODELS
 
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"df must be a pandas DataFrame (a step trace), got {type(df).__name__}")

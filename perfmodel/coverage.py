@@ -4,7 +4,7 @@ Problem
 -------
 A "95% interval" is only as good as the share of intervals that contain the
 true value.  On synthetic traces with known parameters
-(:mod:`perfmodel.synthetic`), this module simulates ``R`` replicate traces per
+(:mod:`perfmodel.core.synthetic`), this module simulates ``R`` replicate traces per
 noise type, fits the model, builds each interval method of
 :mod:`perfmodel.uncertainty`, and records whether each interval covers the
 truth.  The coverage share ``p_hat`` of a (method, noise, parameter) cell has
@@ -14,7 +14,7 @@ Monte Carlo standard error ``sqrt(p_hat (1 - p_hat) / R)``; the row
 
 Design
 ------
-Truth :data:`STUDY_TRUTH`: :func:`perfmodel.synthetic.default_truth` for
+Truth :data:`STUDY_TRUTH`: :func:`perfmodel.core.synthetic.default_truth` for
 ``seed_id`` with ``a_0 = 1 ms`` and ``tau_S = 0.02 ms/token`` (defaults 0.5
 and 0.002).  At the default ``tau_S``, with 300 steps and 2% noise, the
 ``tau_S`` estimate lies within one standard error of its bound 0 under
@@ -57,7 +57,7 @@ run showed the percentile versions at 0.92; they did not help).
 study, on the grounds above (a method valid for that noise in general); it is
 not re-chosen from the measured coverage.
 
-Caveat on ``ar1``: :func:`perfmodel.synthetic.make_design` draws steps
+Caveat on ``ar1``: :func:`perfmodel.core.synthetic.make_design` draws steps
 independently, so the regressors (B, S) are uncorrelated in time and
 autocorrelated errors barely inflate the variance of the estimates; classical
 and HC3 intervals then cover about as well as HAC and the block bootstrap.
@@ -117,7 +117,7 @@ RECOMMENDED: dict[str, str] = {
 
 
 def _study_truth() -> dict[str, float]:
-    from perfmodel.synthetic import default_truth
+    from perfmodel.core.synthetic import default_truth
 
     t = default_truth(MODEL)
     t.update(a_0=1.0, tau_S=0.02)
@@ -129,9 +129,9 @@ STUDY_TRUTH: dict[str, float] = _study_truth()
 
 def _additive_sigma(truth, rel: float) -> float:
     """``rel`` x the median step time (ms) of a large fixed design."""
+    from perfmodel.core.model import get_model
+    from perfmodel.core.synthetic import make_design
     from perfmodel.data.trace import step_features
-    from perfmodel.model import get_model
-    from perfmodel.synthetic import make_design
 
     f = step_features(make_design(20_000, seed=12345))
     return float(rel * np.median(get_model(MODEL).predict(truth, f)))
@@ -178,8 +178,8 @@ def run_replicate(scenario: str, rep: int, methods, *, n: int = 300, n_boot: int
     seed and the bootstrap seed, so a replicate is the same whatever else
     runs.  Returns one record per (method, parameter).
     """
-    from perfmodel.fit import fit_model
-    from perfmodel.synthetic import simulate_trace
+    from perfmodel.core.fit import fit_model
+    from perfmodel.core.synthetic import simulate_trace
 
     if scenario not in SCENARIOS:
         raise InputError(f"scenario {scenario!r} is not one of {list(SCENARIOS)}")

@@ -312,7 +312,7 @@ def factors_command(args) -> tuple[str, dict]:
     df = read_trace(args.trace)
     fit = None
     if getattr(args, "fit", None):
-        from perfmodel.results import FitResult
+        from perfmodel.core.results import FitResult
 
         fit = FitResult.from_json(args.fit)
     r = secondary_factors(df, args.tokens, args.tol, fit=fit, seed=args.seed,

@@ -12,7 +12,7 @@ band *is* the 0.95-quantile an SLA search uses.
 :class:`PredictiveDistribution` ``(fit, boot=None)`` gives, at feature rows
 ``x``, the ``median``, ``mean``, ``quantile(q)``, ``cdf(t)`` and
 ``band(level)`` (confidence band of the mean curve and prediction band of a
-new step).  Everything is on the fit's scale (:mod:`perfmodel.scale`).
+new step).  Everything is on the fit's scale (:mod:`perfmodel.core.scale`).
 
 Delta method (``boot=None``)
 ----------------------------
@@ -20,7 +20,7 @@ The fitted value on the fit scale has parameter variance ``v = g' C g``,
 ``g = scale.jacobian(J, mu)`` (the model Jacobian ``J`` at ``x``, ``y = mu``)
 and ``C`` the fit's covariance.  A new step is ``T = scale.inverse(mu, e)``,
 ``e = sd * t_dof`` with ``sd^2 = v + s^2``, ``s^2 = RSS/dof``; the mean curve
-lies in ``inverse(mu, +/- t sqrt(v))`` (:mod:`perfmodel.scale`, "Predictive
+lies in ``inverse(mu, +/- t sqrt(v))`` (:mod:`perfmodel.core.scale`, "Predictive
 distribution of a new step").
 
 Bootstrap (``boot`` given)
@@ -59,7 +59,7 @@ Verification
 ------------
 ``tests/test_predictive.py``: the delta quantile against the log-normal
 quantile of a synthetic trace with known noise
-(:func:`perfmodel.synthetic.simulate_trace`); quantile and cdf invert each
+(:func:`perfmodel.core.synthetic.simulate_trace`); quantile and cdf invert each
 other; the band's upper prediction limit at level 0.90 equals the
 0.95-quantile of :func:`perfmodel.sla.max_tokens_quantile` to 1e-10 (delta
 and bootstrap); a bootstrap from normal parameter samples matches the delta
@@ -74,8 +74,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from perfmodel.core.scale import TINY, scale_of
 from perfmodel.errors import InputError
-from perfmodel.scale import TINY, scale_of
 
 __all__ = ["MIN_SAMPLES", "Band", "PredictiveDistribution", "Spread"]
 
@@ -236,7 +236,7 @@ class PredictiveDistribution:
     Attributes
     ----------
     method : 'delta' or 'bootstrap'
-    scale : the fit's :class:`perfmodel.scale.FitScale`
+    scale : the fit's :class:`perfmodel.core.scale.FitScale`
     unidentified : parameters held at their estimate (no variance)
     noise_source : where the bootstrap residuals come from ('' for delta)
     note : a caveat for reports ('' when none)
@@ -335,7 +335,7 @@ class PredictiveDistribution:
         return self._by_chunk(self._features(feats), lambda T, sl: np.median(T, axis=0))
 
     def mean(self, feats) -> np.ndarray:
-        """Mean (ms) of a new step (delta: :meth:`perfmodel.scale.FitScale.mean`)."""
+        """Mean (ms) of a new step (delta: :meth:`perfmodel.core.scale.FitScale.mean`)."""
         if self.method == "delta":
             s = self.spread(feats)
             return self.scale.mean(s.center, s.sd_new)

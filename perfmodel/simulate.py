@@ -483,7 +483,7 @@ def simulate_closed_loop(model, num_requests: int, concurrency: int, prompt_toke
     Parameters
     ----------
     model : object with ``.predict(features_dict) -> array`` (ms), e.g. a
-        :class:`perfmodel.results.FitResult`; it receives the keys of
+        :class:`perfmodel.core.results.FitResult`; it receives the keys of
         :func:`batch_features` as length-1 arrays
     num_requests, concurrency : int >= 1
     prompt_tokens, output_tokens : int >= 1 or a sequence of ``num_requests``
@@ -855,7 +855,7 @@ def validate_closed_loop(model, trace: pd.DataFrame | None, run_summary: Mapping
     Parameters
     ----------
     model : a fitted step model (``.predict``), or a model name (str) to fit
-        on ``trace`` with :func:`perfmodel.fit.fit_model`
+        on ``trace`` with :func:`perfmodel.core.fit.fit_model`
     trace : the run's step trace (canonical schema), used to fit (when
         ``model`` is a name) and to estimate the overhead; may be None when
         both ``model`` and ``step_overhead_ms`` are given
@@ -881,7 +881,7 @@ def validate_closed_loop(model, trace: pd.DataFrame | None, run_summary: Mapping
     if isinstance(model, str):
         if trace is None:
             raise InputError("a trace is needed to fit model " + repr(model))
-        from perfmodel.fit import fit_model
+        from perfmodel.core.fit import fit_model
 
         model = fit_model(trace, model)
     _check_model(model)
@@ -1168,7 +1168,7 @@ def add_simulate_arguments(parser) -> None:
 
 def simulate_command(args) -> tuple[str, dict]:
     """Run ``perfmodel simulate``; return (text, JSON-safe dict)."""
-    from perfmodel.results import FitResult
+    from perfmodel.core.results import FitResult
 
     fit = FitResult.from_json(args.fit)
     overhead = args.step_overhead_ms

@@ -40,7 +40,7 @@ prediction distribution of a new step,
 the bands of :mod:`perfmodel.uncertainty`, so the ``q``-quantile here is the
 upper end of the level ``2q - 1`` prediction band there:
 
-* ``method='delta'``: on the fit's scale (:mod:`perfmodel.scale`) a new step
+* ``method='delta'``: on the fit's scale (:mod:`perfmodel.core.scale`) a new step
   has residual ``e ~ sd * t_dof`` with ``sd^2 = g' C g + s^2`` (``g`` the
   fit-scale Jacobian of the fitted value, ``C = fit.cov``, ``s^2 =
   fit.rss/fit.dof``) and time ``inverse(T_hat, e)``: ``T_hat exp(e)`` for
@@ -1040,7 +1040,7 @@ def _load_samples(path):
 
 def sla_command(args) -> tuple[str, dict]:
     """Run ``perfmodel sla``; return (text, JSON-safe dict)."""
-    from perfmodel.results import FitResult
+    from perfmodel.core.results import FitResult
 
     fit = FitResult.from_json(args.fit)
     q = args.quantile

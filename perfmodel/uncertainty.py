@@ -2,7 +2,7 @@
 
 Problem
 -------
-A fitted step-latency model (:class:`perfmodel.results.FitResult`) gives
+A fitted step-latency model (:class:`perfmodel.core.results.FitResult`) gives
 point estimates; decisions (capacity, SLA margins) need to know how far they
 can be off.  This module gives
 
@@ -26,7 +26,7 @@ can be off.  This module gives
 The fit's scale
 ---------------
 Everything works on the scale the fit was made on (``fit.options['relative']``),
-through :mod:`perfmodel.scale`: ``'log'`` -- residual ``e = log y - log mu``,
+through :mod:`perfmodel.core.scale`: ``'log'`` -- residual ``e = log y - log mu``,
 rebuilt as ``y = mu exp(e)``; ``'absolute'`` -- ``e = y - mu``, ``y = mu + e``;
 ``'weight'`` (relative residuals, weights ``1/y^2``) -- ``e = (y - mu)/y``,
 ``y = mu/(1 - e)``.  ``mu`` is the fitted step time in ms.  The Jacobian on
@@ -67,10 +67,10 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, special, stats
 
-from perfmodel import fit as _fitmod
+from perfmodel.core import fit as _fitmod
+from perfmodel.core.scale import get_scale, scale_of
 from perfmodel.errors import FitError, InputError
 from perfmodel.predictive import PredictiveDistribution
-from perfmodel.scale import get_scale, scale_of
 
 __all__ = [
     "BLOCKS",
@@ -453,7 +453,7 @@ def profile_intervals(fit, data=None, *, y=None, params=None, alpha: float = 0.0
     parameters over the interval; the profile does not.  For parameter
     ``j`` the profile ``RSS(c) = min over the others of RSS(theta | theta_j = c)``
     is evaluated by refitting with ``theta_j`` pinned (a reparametrised free
-    vector, :func:`perfmodel.fit.fit_curve`, warm-started from the nearest
+    vector, :func:`perfmodel.core.fit.fit_curve`, warm-started from the nearest
     evaluated point); the interval is ``{c : RSS(c) - RSS_hat <= s^2 F_{1, n-p}(1-alpha)}``
     (``threshold='F'``, default; Bates & Watts 1988, 6.1; R's
     ``MASS::confint.nls``; exact -- equal to the t interval -- for a linear
@@ -1122,7 +1122,7 @@ def bootstrap(fit, data=None, n_boot: int = 1000, *, y=None, scheme: str = "pair
     contiguous ones for the block scheme) -- a subsample of the jackknife
     that keeps its cost fixed.
 
-    Every resample is fitted by :func:`perfmodel.fit.fit_model` with the
+    Every resample is fitted by :func:`perfmodel.core.fit.fit_model` with the
     fit's options (relative, loss and its ``f_scale``, scale), one start,
     warm-started from the full-data estimate.  A resample whose fit raises
     or does not converge is counted in ``n_failed`` and listed with its
@@ -1157,8 +1157,8 @@ def bootstrap(fit, data=None, n_boot: int = 1000, *, y=None, scheme: str = "pair
 
     Examples
     --------
-    >>> from perfmodel.synthetic import simulate_trace          # doctest: +SKIP
-    >>> from perfmodel.fit import fit_model                     # doctest: +SKIP
+    >>> from perfmodel.core.synthetic import simulate_trace          # doctest: +SKIP
+    >>> from perfmodel.core.fit import fit_model                     # doctest: +SKIP
     >>> fit = fit_model(simulate_trace(n=500, noise='multiplicative'))  # doctest: +SKIP
     >>> bootstrap(fit, n_boot=199, scheme='pairs').intervals()  # doctest: +SKIP
     """
@@ -1346,7 +1346,7 @@ def confidence_band(fit, feats, alpha: float = 0.05, method: str = "delta", boot
 
     Problem: how well is the *curve* known at each (B, S)?  ``'delta'``: the
     fitted value's variance on the fit scale ``v = g' C g`` (``g`` the
-    model's analytic Jacobian on that scale, :mod:`perfmodel.scale`;
+    model's analytic Jacobian on that scale, :mod:`perfmodel.core.scale`;
     ``C = fit.cov``), band ``inverse(mu, +/- t_{1-alpha/2, dof} sqrt(v))`` --
     ``mu exp(+/- t sd)`` for a log fit, ``mu +/- t sd`` for an absolute one,
     ``mu / (1 -+ t sd)`` for a weight one.  ``'bootstrap'``: the ``alpha/2,

@@ -39,10 +39,10 @@ from perfmodel.calibrate import (
     grouped_kfold_requests,
     heldout_evaluation,
 )
+from perfmodel.core.model import RECOMMENDED
+from perfmodel.core.results import atomic_write_text
 from perfmodel.data.datasets import load_llm_inference_bench
 from perfmodel.errors import InputError
-from perfmodel.model import RECOMMENDED
-from perfmodel.results import atomic_write_text
 
 HARDWARE = ("Nvidia A100 GPU", "Nvidia H100 GPU")
 GROUP = ["hardware", "num_hardware", "model"]

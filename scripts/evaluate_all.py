@@ -56,8 +56,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from perfmodel.compare import compare, load_trace_arg
+from perfmodel.core.model import RECOMMENDED
 from perfmodel.errors import PerfmodelError
-from perfmodel.model import RECOMMENDED
 
 RECOMMENDED_CTX = RECOMMENDED["context"]
 NESTED_CTX = "seed_attn_kv"  # the context-aware member that nests seed_id
@@ -67,7 +67,7 @@ SEED_FORM = "seed_id"  # the seed form, fitted through its identifiable paramete
 
 def write_csv(df: pd.DataFrame, path: Path) -> None:
     """Write a generated table atomically (replacing the previous run's)."""
-    from perfmodel.results import atomic_write_text
+    from perfmodel.core.results import atomic_write_text
 
     atomic_write_text(path, df.to_csv(index=False), force=True)
 
@@ -143,7 +143,7 @@ def merge_rows(path: Path, rows: list[dict]) -> pd.DataFrame:
 def adequacy(df: pd.DataFrame, recommended: str, starts: int, replicated: bool) -> dict:
     """Lack of fit, nested tests, AIC/BIC and residual trends on all steps."""
     from perfmodel import adequacy as aq
-    from perfmodel.fit import fit_model
+    from perfmodel.core.fit import fit_model
     from perfmodel.validation import fold_groups
 
     names = [SEED_FORM, "seed_gamma"]

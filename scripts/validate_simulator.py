@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from perfmodel.core.fit import fit_model
+from perfmodel.core.model import default_for
+from perfmodel.core.results import atomic_write_text
 from perfmodel.data.trace import read_trace
-from perfmodel.fit import fit_model
-from perfmodel.model import default_for
-from perfmodel.results import atomic_write_text
 from perfmodel.simulate import validate_closed_loop
 
 

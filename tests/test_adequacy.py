@@ -73,8 +73,8 @@ def test_weighted_lack_of_fit_equals_wls_f_test_of_line_against_group_means():
 
 def test_weight_fit_adequacy_uses_the_fit_residual():
     """SSE of a weight fit's lack-of-fit test is the fit's RSS; trends use (T - T_hat)/T."""
-    from perfmodel.fit import fit_model
-    from perfmodel.scale import WEIGHT
+    from perfmodel.core.fit import fit_model
+    from perfmodel.core.scale import WEIGHT
 
     df = _trace(c_kv=0.0, seed=4)
     fit = fit_model(df, "seed_id", relative="weight", n_starts=2)
@@ -138,7 +138,7 @@ def test_residual_trend_matches_linregress():
 
 def _trace(n_cfg=60, reps=3, c_kv=0.0, seed=0):
     """Replicated synthetic steps from seed_attn_kv with a chosen KV cost (known truth)."""
-    from perfmodel.model import get_model
+    from perfmodel.core.model import get_model
 
     rng = np.random.default_rng(seed)
     rows = []
@@ -162,7 +162,7 @@ def _trace(n_cfg=60, reps=3, c_kv=0.0, seed=0):
 
 
 def test_compare_nested_on_fits_detects_a_missing_kv_term():
-    from perfmodel.fit import fit_model
+    from perfmodel.core.fit import fit_model
 
     df = _trace(c_kv=2e-4)
     small = fit_model(df, "seed_id", n_starts=3)

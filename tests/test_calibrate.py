@@ -14,8 +14,8 @@ from perfmodel.calibrate import (
     predict_requests,
     static_batch_steps,
 )
+from perfmodel.core.model import get_model
 from perfmodel.errors import InputError
-from perfmodel.model import get_model
 from perfmodel.simulate import batch_features
 
 # a seed_id theta of realistic size (ms): 6 ms fixed, 0.02 ms/token at saturation
@@ -140,7 +140,7 @@ def test_seed_ctx_mono_recovers_step_predictions_with_the_prefill_attention_held
 
 
 def test_fit_round_trips_through_json(tmp_path):
-    from perfmodel.results import FitResult
+    from perfmodel.core.results import FitResult
 
     rows = _synthetic(THETA_ID, "seed_id", Bs=(1, 4, 16, 64), Ls=(8, 32, 128))
     fit = calibrate_from_requests(rows, "seed_id", n_starts=2)

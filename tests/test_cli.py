@@ -117,10 +117,10 @@ def test_diagnose_prints_the_residual_table(fit_json, capsys):
 @pytest.mark.parametrize("flag,scale", [(["--relative", "weight"], "weight"),
                                         (["--absolute"], "absolute"), ([], "log")])
 def test_diagnose_tests_residuals_on_the_fit_scale(flag, scale, tmp_path, capsys):
+    from perfmodel.core.results import FitResult
+    from perfmodel.core.scale import SCALES
     from perfmodel.data.trace import read_trace, step_features
     from perfmodel.diagnostics import residual_table
-    from perfmodel.results import FitResult
-    from perfmodel.scale import SCALES
 
     f = tmp_path / "f.json"
     assert main(["fit", str(EXAMPLE), "-o", str(f), "--model", "seed_id", "--starts", "2",
@@ -271,7 +271,7 @@ def test_auto_model_is_the_registry_default(capsys):
     import pandas as pd
 
     from perfmodel.cli import resolve_model
-    from perfmodel.model import RECOMMENDED
+    from perfmodel.core.model import RECOMMENDED
 
     bs = pd.DataFrame({"batch_size": [1], "total_tokens": [3]})
     assert resolve_model("auto", bs) == RECOMMENDED["no_context"] == "seed_id"

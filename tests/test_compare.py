@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel.compare import compare, load_trace_arg
+from perfmodel.core.model import MODELS, get_model
 from perfmodel.data.trace import step_features
 from perfmodel.errors import InputError
-from perfmodel.model import MODELS, get_model
 
 NEW = ("seed_kv", "seed_attn", "seed_attn_kv", "seed_ctx_mono")
 
@@ -107,8 +107,8 @@ def test_compare_information_criteria_use_the_fit_scale_residual():
     """AIC/BIC of a weight comparison come from (T - T_hat)/T, the residual the fit minimised."""
     from perfmodel.adequacy import information_criteria
     from perfmodel.baselines import get_baseline
-    from perfmodel.fit import fit_model
-    from perfmodel.scale import WEIGHT
+    from perfmodel.core.fit import fit_model
+    from perfmodel.core.scale import WEIGHT
 
     df = synthetic(n_cfg=30, reps=2)
     tab = compare(df, models=["seed_id"], baselines=["linear"], k=2, n_starts=1,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from perfmodel.model import MODELS
+from perfmodel.core.model import MODELS
 
 ROOT = Path(__file__).resolve().parents[1]
 SELF = Path(__file__).resolve()
@@ -81,7 +81,7 @@ def _rel(p: Path) -> str:
 
 def test_the_scan_covers_the_repository():
     names = {_rel(p) for p in FILES}
-    assert {"perfmodel/model.py", "README.md", "docs/model.md", "scripts/collect_all.sh"} <= names
+    assert {"perfmodel/core/model.py", "README.md", "docs/model.md", "scripts/collect_all.sh"} <= names
     assert any(n.startswith("notebooks/") and n.endswith(".ipynb") for n in names)
     assert "tests/test_docs.py" not in names
 

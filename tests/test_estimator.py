@@ -4,8 +4,8 @@ import pytest
 from sklearn.model_selection import cross_val_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from perfmodel.estimator import StepLatencyRegressor
-from perfmodel.model import get_model
+from perfmodel.core.estimator import StepLatencyRegressor
+from perfmodel.core.model import get_model
 
 _FIXED_FEATURES = ("the model has a fixed feature set (B, S); this check feeds 3-10 arbitrary "
                    "features and cannot be satisfied by a physical step-latency model")

@@ -301,7 +301,7 @@ def test_batch_features_checks_its_input():
 
 def test_context_keys_is_the_one_list():
     """The models and tables that name context features take them from CONTEXT_KEYS."""
-    from perfmodel import model
+    from perfmodel.core import model
 
     assert features.CONTEXT_KEYS == ("ctx_sum", "ctx_max", "attn", "attn_prefill",
                                      "decode_ctx", "prefill_sq", "chunk_sd")

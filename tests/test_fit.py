@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
+from perfmodel.core.fit import fit_curve, fit_model
+from perfmodel.core.model import get_model
 from perfmodel.errors import InputError
-from perfmodel.fit import fit_curve, fit_model
-from perfmodel.model import get_model
 
 TRUTH = np.array([5.0, 2.0, 0.05, 0.3, 0.02, 0.05, 0.002])
 
@@ -154,7 +154,7 @@ def test_a_parameter_at_bound_does_not_erase_the_others_errors():
 
 def test_covariance_flags_a_tiny_but_nonzero_column_as_unidentified():
     """A saturated exp term has a Jacobian column of 1e-93, not 0: still unidentified."""
-    from perfmodel.fit import covariance
+    from perfmodel.core.fit import covariance
 
     rng = np.random.default_rng(0)
     J = np.column_stack([rng.normal(size=50), rng.normal(size=50), 1e-93 * rng.normal(size=50)])
@@ -166,7 +166,7 @@ def test_covariance_flags_a_tiny_but_nonzero_column_as_unidentified():
 
 
 def test_restart_until_stalled_keeps_the_best_and_stops():
-    from perfmodel.fit import _restart_until_stalled
+    from perfmodel.core.fit import _restart_until_stalled
 
     class R:
         def __init__(self, cost):

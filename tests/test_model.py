@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from perfmodel.core.model import MODELS, get_model
 from perfmodel.errors import InputError
-from perfmodel.model import MODELS, get_model
 
 RNG = np.random.default_rng(0)
 B = RNG.integers(1, 129, 60).astype(float)
@@ -134,7 +134,7 @@ def test_non_increasing_in_b_without_per_request_cost(theta, s):
 # ---------------------------------------------------------------------------
 
 def test_registry_holds_every_member_in_order():
-    from perfmodel import model_base, models_ctx, models_seed
+    from perfmodel.core import model_base, models_ctx, models_seed
 
     assert list(MODELS) == ["seed", "seed_id", "seed_gamma", "seed_ctx", "seed_kv", "seed_attn",
                             "seed_attn_kv", "seed_ctx_mono"]
@@ -148,7 +148,7 @@ def test_registry_holds_every_member_in_order():
 def test_recommended_and_default_for():
     import pandas as pd
 
-    from perfmodel.model import RECOMMENDED, default_for
+    from perfmodel.core.model import RECOMMENDED, default_for
 
     assert dict(RECOMMENDED) == {"context": "seed_ctx_mono", "no_context": "seed_id"}
     assert set(RECOMMENDED.values()) <= set(MODELS)
@@ -162,31 +162,31 @@ def test_recommended_and_default_for():
 
 
 def test_no_import_cycle_in_the_model_layer():
-    """model_base, models_seed and models_ctx never import the registry perfmodel.model."""
+    """model_base, models_seed and models_ctx never import the registry perfmodel.core.model."""
     import ast
     from importlib.util import find_spec
     from pathlib import Path
 
-    for name in ("perfmodel.model_base", "perfmodel.models_seed", "perfmodel.models_ctx",
+    for name in ("perfmodel.core.model_base", "perfmodel.core.models_seed", "perfmodel.core.models_ctx",
                  "perfmodel.data.features"):
         tree = ast.parse(Path(find_spec(name).origin).read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
                 assert node.level == 0, name  # the package imports absolutely
-                assert node.module != "perfmodel.model", name
+                assert node.module != "perfmodel.core.model", name
                 assert node.module != "perfmodel" or all(a.name != "model" for a in node.names), name
             elif isinstance(node, ast.Import):
-                assert all(a.name != "perfmodel.model" for a in node.names), name
+                assert all(a.name != "perfmodel.core.model" for a in node.names), name
 
 
 def test_the_registry_is_complete_on_first_import():
     import subprocess
     import sys
 
-    code = ("from perfmodel.model import get_model; import sys; "
-            "print(get_model('seed_ctx_mono').n_params, 'perfmodel.model' in sys.modules)")
+    code = ("from perfmodel.core.model import get_model; import sys; "
+            "print(get_model('seed_ctx_mono').n_params, 'perfmodel.core.model' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["9", "True"]
-    code = "import perfmodel.models_ctx, sys; print('perfmodel.model' in sys.modules)"
+    code = "import perfmodel.core.models_ctx, sys; print('perfmodel.core.model' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -1,7 +1,7 @@
 """NIST StRD non-linear regression: parser, analytic Jacobians, fitter vs certified values.
 
 The fitter check follows McCullough (1998): from each of NIST's two starting
-points, :func:`perfmodel.fit.fit_curve` (analytic Jacobian, xtol = ftol =
+points, :func:`perfmodel.core.fit.fit_curve` (analytic Jacobian, xtol = ftol =
 gtol = 1e-15) must reproduce every certified parameter to LRE >= 6 and every
 certified standard deviation to LRE >= 4.  A case that genuinely fails is
 marked ``xfail(strict=True)`` with the measured reason; the check itself is
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from perfmodel import nist
+from perfmodel.core import nist
 from perfmodel.errors import InputError
 
 PARAM_DIGITS = 6.0
@@ -207,7 +207,7 @@ def test_lre_counts_agreeing_digits():
 # the fitter against the certified values
 # ---------------------------------------------------------------------------
 
-# Measured with perfmodel.fit.fit_curve (scipy least_squares 'trf', x_scale='jac',
+# Measured with perfmodel.core.fit.fit_curve (scipy least_squares 'trf', x_scale='jac',
 # analytic Jacobian, tolerances 1e-15).  Lanczos1 reaches the certified parameters
 # (min LRE 10.6) but its certified RSS, 1.4308e-25 (residuals ~8e-14), is below the
 # resolution of the model evaluated in float64 (max |f64 - f80| = 1.7e-16 at the
@@ -228,7 +228,7 @@ _CASES = [pytest.param(name, start, id=f"{name}-start{start}",
 
 @pytest.mark.parametrize("name, start", _CASES)
 def test_fit_curve_reproduces_certified_values(problems, name, start):
-    pytest.importorskip("perfmodel.fit")
+    pytest.importorskip("perfmodel.core.fit")
     check = nist.solve(problems[name], start)
     fit = check.fit
     assert check.min_param_lre >= PARAM_DIGITS, (
@@ -239,7 +239,7 @@ def test_fit_curve_reproduces_certified_values(problems, name, start):
 
 
 def test_solve_accepts_a_name_and_rejects_a_bad_start(problems):
-    pytest.importorskip("perfmodel.fit")
+    pytest.importorskip("perfmodel.core.fit")
     c = nist.solve("Misra1a", 1)
     assert c.problem == "Misra1a" and c.passed()
     with pytest.raises(InputError, match="start must be 1 or 2"):

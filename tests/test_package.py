@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_public_entry_points_are_the_modules_own_objects():
-    from perfmodel import fit, model, results
+    from perfmodel.core import fit, model, results
     from perfmodel.data import trace
 
     assert perfmodel.read_trace is trace.read_trace
@@ -46,7 +46,7 @@ def _run(code: str, python: str = sys.executable) -> str:
 
 def test_import_perfmodel_stays_light():
     code = ("import sys; import perfmodel; "
-            "print(sorted(m for m in ('numpy', 'pandas', 'scipy', 'perfmodel.model') "
+            "print(sorted(m for m in ('numpy', 'pandas', 'scipy', 'perfmodel.core.model') "
             "if m in sys.modules))")
     assert _run(code) == "[]"
 

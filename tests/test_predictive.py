@@ -9,12 +9,12 @@ from scipy import stats
 
 from perfmodel import sla
 from perfmodel import uncertainty as U
+from perfmodel.core.fit import fit_model
+from perfmodel.core.model import get_model
+from perfmodel.core.results import FitResult
+from perfmodel.core.synthetic import default_truth, simulate_trace
 from perfmodel.errors import InputError
-from perfmodel.fit import fit_model
-from perfmodel.model import get_model
 from perfmodel.predictive import MIN_SAMPLES, PredictiveDistribution
-from perfmodel.results import FitResult
-from perfmodel.synthetic import default_truth, simulate_trace
 
 TRUTH = default_truth("seed_id")
 SIGMA = 0.05

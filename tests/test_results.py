@@ -4,10 +4,10 @@ import json
 import numpy as np
 import pytest
 
+from perfmodel.core.fit import fit_model
+from perfmodel.core.model import get_model
+from perfmodel.core.results import FitResult, atomic_write_text
 from perfmodel.errors import InputError
-from perfmodel.fit import fit_model
-from perfmodel.model import get_model
-from perfmodel.results import FitResult, atomic_write_text
 
 TRUTH = np.array([5.0, 2.0, 0.05, 0.3, 0.02, 0.05, 0.002])
 

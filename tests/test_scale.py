@@ -1,16 +1,16 @@
-"""Tests of perfmodel.scale: one definition of each fit scale, checked against the fit itself."""
+"""Tests of perfmodel.core.scale: one definition of each fit scale, checked against the fit itself."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from perfmodel import fit as fitmod
+from perfmodel.core import fit as fitmod
+from perfmodel.core.fit import fit_model
+from perfmodel.core.model import get_model
+from perfmodel.core.scale import ABSOLUTE, LOG, SCALES, WEIGHT, FitScale, get_scale, scale_of
+from perfmodel.core.synthetic import default_truth, simulate_trace
 from perfmodel.errors import InputError
-from perfmodel.fit import fit_model
-from perfmodel.model import get_model
-from perfmodel.scale import ABSOLUTE, LOG, SCALES, WEIGHT, FitScale, get_scale, scale_of
-from perfmodel.synthetic import default_truth, simulate_trace
 
 NAMES = list(SCALES)
 

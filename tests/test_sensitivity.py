@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from perfmodel.core.model import get_model
 from perfmodel.errors import InputError
-from perfmodel.model import get_model
 from perfmodel.sensitivity import QUANTITIES, derivatives, plot_contour, sensitivity_grid
 
 THETAS = {

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from perfmodel.core.model import get_model
 from perfmodel.errors import InputError
-from perfmodel.model import get_model
 from perfmodel.simulate import (
     add_simulate_arguments,
     batch_features,
@@ -541,7 +541,7 @@ def test_evaluate_policies_over_seeds_reports_spread():
 # ---------------------------------------------------------------------------
 
 def test_simulate_command(tmp_path):
-    from perfmodel.fit import fit_model
+    from perfmodel.core.fit import fit_model
 
     rng = np.random.default_rng(0)
     B = rng.integers(1, 64, 200)

@@ -16,11 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from perfmodel.core.fit import fit_model
+from perfmodel.core.model import get_model
+from perfmodel.core.results import FitResult
 from perfmodel.errors import InputError
-from perfmodel.fit import fit_model
-from perfmodel.model import get_model
 from perfmodel.predictive import PredictiveDistribution
-from perfmodel.results import FitResult
 from perfmodel.sla import (
     Predictor,
     add_sla_arguments,
@@ -289,7 +289,7 @@ def test_delta_quantile_other_scales(relative):
         assert np.allclose(qv, yhat + z * sd, rtol=1e-12)
     else:
         # the weight fit's residual is (y - mu)/y, so a new step is mu/(1 - e)
-        # (perfmodel.scale); this used to be mu (1 + z sd), the first-order version
+        # (perfmodel.core.scale); this used to be mu (1 + z sd), the first-order version
         assert np.allclose(qv, yhat / (1 - z * sd), rtol=1e-12)
         assert np.all(qv > yhat * (1 + z * sd))
         assert np.all(sd >= np.sqrt(f.rss / f.dof) * (1 - 1e-12))

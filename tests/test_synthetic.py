@@ -1,4 +1,4 @@
-"""Tests of perfmodel.synthetic: determinism, exact truth, noise laws, the example trace.
+"""Tests of perfmodel.core.synthetic: determinism, exact truth, noise laws, the example trace.
 
 Tolerances on noise statistics are a fixed number of standard errors at the
 sample size used (n = 20,000 steps; seeds fixed, so the tests are
@@ -19,16 +19,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfmodel.data.trace import parse_int_list, read_trace, step_features, validate_trace
-from perfmodel.errors import InputError
-from perfmodel.model import get_model
-from perfmodel.synthetic import (
+from perfmodel.core.model import get_model
+from perfmodel.core.synthetic import (
     EXAMPLE_SPEC,
     default_truth,
     make_design,
     simulate_trace,
     write_example_trace,
 )
+from perfmodel.data.trace import parse_int_list, read_trace, step_features, validate_trace
+from perfmodel.errors import InputError
 
 N = 20_000
 EXAMPLE = Path(__file__).resolve().parents[1] / "data" / "example" / "example_trace.csv"
@@ -284,7 +284,7 @@ def test_example_trace_regenerates_identically(tmp_path):
     for col in ("duration_ms", "timestamp"):
         np.testing.assert_allclose(committed[col], fresh[col], rtol=1e-12, atol=0)
     readme = (EXAMPLE.parent / "README.md").read_text()
-    assert "SYNTHETIC" in readme and "python -m perfmodel.synthetic" in readme
+    assert "SYNTHETIC" in readme and "python -m perfmodel.core.synthetic" in readme
     # multiplicative noise with sigma 0.05 around the default truth (se 0.0008 at n=2000)
     mu = get_model("seed_id").predict(default_truth("seed_id"), step_features(committed))
     e = np.log(committed.duration_ms.to_numpy() / mu)

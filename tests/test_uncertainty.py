@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-import perfmodel.fit as fitmod
+import perfmodel.core.fit as fitmod
 from perfmodel import uncertainty as U
+from perfmodel.core.fit import fit_model
+from perfmodel.core.results import FitResult
+from perfmodel.core.synthetic import default_truth, simulate_trace
 from perfmodel.errors import FitError, InputError
-from perfmodel.fit import fit_model
-from perfmodel.results import FitResult
-from perfmodel.synthetic import default_truth, simulate_trace
 
 TRUTH = {**default_truth("seed_id"), "a_0": 1.0, "tau_S": 0.02}
 

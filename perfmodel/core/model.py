@@ -12,12 +12,12 @@ place for both: :data:`MODELS` maps every member's name to its instance,
 Members
 -------
 The members are defined in two modules on the base of
-:mod:`perfmodel.model_base`, which import nothing from this one:
+:mod:`perfmodel.core.model_base`, which import nothing from this one:
 
-* :mod:`perfmodel.models_seed`: the throughput-saturation form of the source
+* :mod:`perfmodel.core.models_seed`: the throughput-saturation form of the source
   documents: ``seed`` (8 parameters, not identifiable, fitted through
   ``seed_id``), ``seed_id``, ``seed_gamma`` and ``seed_ctx``;
-* :mod:`perfmodel.models_ctx`: the context-aware members that keep the
+* :mod:`perfmodel.core.models_ctx`: the context-aware members that keep the
   saturation core: ``seed_kv``, ``seed_attn``, ``seed_attn_kv`` and
   ``seed_ctx_mono``.
 
@@ -28,7 +28,7 @@ Recommended model
 (``seed_id``) otherwise; the choice rests on held-out measurements (README,
 "Defaults").  ``perfmodel fit --model auto`` applies :func:`default_for`.
 
-The classes are re-exported here, so ``from perfmodel.model import
+The classes are re-exported here, so ``from perfmodel.core.model import
 SeedIdModel`` keeps working.
 """
 from __future__ import annotations
@@ -36,23 +36,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from perfmodel import models_ctx, models_seed
-from perfmodel.errors import InputError
-from perfmodel.model_base import Model, Param
-from perfmodel.models_ctx import (
+from perfmodel.core import models_ctx, models_seed
+from perfmodel.core.model_base import Model, Param
+from perfmodel.core.models_ctx import (
     SatCtxModel,
     SeedAttnKvModel,
     SeedAttnModel,
     SeedCtxMonoModel,
     SeedKvModel,
 )
-from perfmodel.models_seed import (
+from perfmodel.core.models_seed import (
     SaturationBase,
     SeedCtxModel,
     SeedGammaModel,
     SeedIdModel,
     SeedModel,
 )
+from perfmodel.errors import InputError
 
 __all__ = [
     "MODELS",

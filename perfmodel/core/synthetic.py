@@ -5,7 +5,7 @@ Problem
 Checking a fitter, an interval or a diagnostic needs data whose generating
 model and parameters are known.  This module draws engine steps that look like
 continuous batching with chunked prefill (:func:`make_design`), evaluates any
-member of :mod:`perfmodel.model` on them with chosen parameters, adds noise of
+member of :mod:`perfmodel.core.model` on them with chosen parameters, adds noise of
 a precisely defined kind (:func:`simulate_trace`), and returns a trace in the
 canonical schema (:mod:`perfmodel.data.trace`) whose ``attrs['truth']`` records the
 model, parameters, noise and seed.
@@ -76,9 +76,9 @@ import pandas as pd
 from perfmodel import __version__
 from perfmodel._checks import check_choice, check_int_range, check_number
 from perfmodel._io import atomic_open
+from perfmodel.core.model import Model, get_model
 from perfmodel.data.trace import step_features, validate_trace
 from perfmodel.errors import InputError
-from perfmodel.model import Model, get_model
 
 __all__ = [
     "DEFAULT_REGIME_MIX",
@@ -348,7 +348,7 @@ def simulate_trace(model="seed_id", theta=None, n: int = 2000, *, noise: str = "
     Parameters
     ----------
     model : str or Model, default ``'seed_id'``
-        A member of :mod:`perfmodel.model`.
+        A member of :mod:`perfmodel.core.model`.
     theta : dict or sequence, optional
         True parameters (``{name: value}`` or in ``param_names`` order),
         inside the model's bounds.  Default :func:`default_truth`.
@@ -484,7 +484,7 @@ def simulate_trace(model="seed_id", theta=None, n: int = 2000, *, noise: str = "
     cols = [c for c in lead if c in out.columns] + [c for c in out.columns if c not in lead]
     out = validate_trace(out[cols], source="simulate_trace")
     out.attrs["truth"] = {
-        "generator": "perfmodel.synthetic.simulate_trace",
+        "generator": "perfmodel.core.synthetic.simulate_trace",
         "perfmodel_version": __version__,
         "model": m.name,
         "theta": truth,
@@ -508,7 +508,7 @@ def write_example_trace(path, *, overwrite: bool = True) -> Path:
     steps of the default regime mix, multiplicative (log-normal) noise with
     ``sigma = 0.05``, seed 0.  Regenerate with::
 
-        python -m perfmodel.synthetic data/example/example_trace.csv
+        python -m perfmodel.core.synthetic data/example/example_trace.csv
 
     Parameters
     ----------
@@ -538,9 +538,9 @@ def write_example_trace(path, *, overwrite: bool = True) -> Path:
     return p
 
 
-if __name__ == "__main__":  # python -m perfmodel.synthetic OUT.csv
+if __name__ == "__main__":  # python -m perfmodel.core.synthetic OUT.csv
     if len(sys.argv) != 2:
-        print("usage: python -m perfmodel.synthetic OUT.csv  (writes the example trace)",
+        print("usage: python -m perfmodel.core.synthetic OUT.csv  (writes the example trace)",
               file=sys.stderr)
         sys.exit(2)
     try:

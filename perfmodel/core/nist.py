@@ -11,7 +11,7 @@ of squares and the residual standard deviation, all to 11 significant
 digits.  This module reads NIST's own ``.dat`` layout, supplies each
 problem's model function with an *analytic* Jacobian, measures agreement as
 a log relative error (LRE, McCullough 1998) and fits a problem through
-:func:`perfmodel.fit.fit_curve`.
+:func:`perfmodel.core.fit.fit_curve`.
 
 The data files come through :func:`perfmodel.data.datasets.fetch` (names
 ``nist/<Problem>``: mirror, cache or download from NIST, sha256-checked).
@@ -556,7 +556,7 @@ class NistCheck(NamedTuple):
     param_lre: np.ndarray
     stderr_lre: np.ndarray
     rss_lre: float
-    fit: object  # perfmodel.fit.CurveFit
+    fit: object  # perfmodel.core.fit.CurveFit
 
     @property
     def min_param_lre(self) -> float:
@@ -571,13 +571,13 @@ class NistCheck(NamedTuple):
 
 
 def solve(problem: NistProblem | str, start: int = 1, **fit_kwargs) -> NistCheck:
-    """Fit a StRD problem from NIST start ``start`` with :func:`perfmodel.fit.fit_curve`.
+    """Fit a StRD problem from NIST start ``start`` with :func:`perfmodel.core.fit.fit_curve`.
 
     Uses the analytic Jacobian and, unless overridden in ``fit_kwargs``,
     ``xtol = ftol = gtol = 1e-15`` and ``max_nfev = 10000``; returns the LREs
     of the parameters, standard errors and RSS against the certified values.
     """
-    from perfmodel.fit import fit_curve
+    from perfmodel.core.fit import fit_curve
 
     prob = load_problem(problem) if isinstance(problem, str) else problem
     if not isinstance(prob, NistProblem):

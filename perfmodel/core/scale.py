@@ -2,7 +2,7 @@
 
 Problem
 -------
-:func:`perfmodel.fit.fit_model` minimises squared residuals on one of three
+:func:`perfmodel.core.fit.fit_model` minimises squared residuals on one of three
 scales (its ``relative`` option).  Everything computed from a fit afterwards
 -- standard errors, bootstrap resamples, bands, SLA quantiles, lack-of-fit
 tests, information criteria, residual diagnostics -- must use the residual
@@ -68,7 +68,7 @@ Verification
 ``tests/test_scale.py``: ``inverse(mu, residual(y, mu)) == y`` to 1e-12 on
 every scale; the Jacobian factor against finite differences of the residual;
 ``sqrt(weights) * (target - link)`` equals ``-residual`` (the residual
-:func:`perfmodel.fit.fit_curve` minimises); quantile and cdf invert each
+:func:`perfmodel.core.fit.fit_curve` minimises); quantile and cdf invert each
 other; the log scale's quantile against :func:`scipy.stats.lognorm` and the
 weight scale's against a Monte Carlo sample of ``mu / (1 - e)``.
 """
@@ -163,7 +163,7 @@ class FitScale:
 
     Attributes
     ----------
-    name : the ``relative`` option of :func:`perfmodel.fit.fit_model`
+    name : the ``relative`` option of :func:`perfmodel.core.fit.fit_model`
     residual_text : the residual as text (for reports)
     relative : True for the scales of relative error (log, weight)
     positive : True where step times and predictions must be > 0
@@ -192,7 +192,7 @@ class FitScale:
 
     # -- the regression the fit solves ------------------------------------
     def target(self, y) -> np.ndarray:
-        """The response :func:`perfmodel.fit.fit_curve` regresses: ``log y`` or ``y``.
+        """The response :func:`perfmodel.core.fit.fit_curve` regresses: ``log y`` or ``y``.
 
         Parameters
         ----------
@@ -246,7 +246,7 @@ class FitScale:
         ``func = log(predict)`` on ``log`` (predictions clipped at
         :data:`TINY`), ``predict`` otherwise; ``jac`` its Jacobian.  With
         :meth:`target` and :meth:`weights` this is the problem
-        :func:`perfmodel.fit.fit_curve` solves: its residual
+        :func:`perfmodel.core.fit.fit_curve` solves: its residual
         ``sqrt(w) (func - target)`` is ``-residual(y, mu)``.
 
         Parameters

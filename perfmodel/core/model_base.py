@@ -2,19 +2,19 @@
 
 Problem
 -------
-Every member of the model family (:mod:`perfmodel.models_seed`,
-:mod:`perfmodel.models_ctx`) predicts the wall time ``T`` (ms) of one engine
+Every member of the model family (:mod:`perfmodel.core.models_seed`,
+:mod:`perfmodel.core.models_ctx`) predicts the wall time ``T`` (ms) of one engine
 step from the features of :mod:`perfmodel.data.features`, with an analytic
 Jacobian and one tuple of :class:`Param` giving each parameter's name, unit,
 bounds and physical reading; fitting, reports, tables and the paper take
 names and units from there.  This module holds what they share: the parameter
 record and the base class (argument checks, feature selection, clipping into
 the bounds).  The registry of members (``MODELS``, ``get_model``) is
-:mod:`perfmodel.model`.
+:mod:`perfmodel.core.model`.
 
 Adding a member is local: subclass :class:`Model`, give ``name``,
 ``formula``, ``params``, ``requires``, ``_predict`` and ``_jacobian``, and
-register it in :mod:`perfmodel.model`.
+register it in :mod:`perfmodel.core.model`.
 """
 from __future__ import annotations
 

@@ -20,8 +20,8 @@ import numpy as np
 
 from perfmodel import __version__
 from perfmodel._io import atomic_write_text
+from perfmodel.core.model import get_model
 from perfmodel.errors import InputError
-from perfmodel.model import get_model
 
 __all__ = ["FitResult", "atomic_write_text"]
 

@@ -5,14 +5,14 @@ Problem
 Predict the wall time ``T`` (ms) of one engine step from the number of requests
 ``B`` in the step, the number of tokens ``S`` it computes and, for the
 context-aware members, per-request chunk sizes and prior context lengths.
-Every member is a :class:`~perfmodel.model_base.Model`: a vectorised,
+Every member is a :class:`~perfmodel.core.model_base.Model`: a vectorised,
 numerically stable ``predict`` (``expm1`` for the saturation factors, so no
 overflow for large ``S``), an analytic ``jacobian``, and one tuple of
-:class:`~perfmodel.model_base.Param` giving each parameter's name, unit,
+:class:`~perfmodel.core.model_base.Param` giving each parameter's name, unit,
 bounds and physical reading.  This module holds the members built on the
 throughput-saturation form (docs/model.md, The saturation form); the context-aware members
-that keep its core are in :mod:`perfmodel.models_ctx`, and all are registered
-in :mod:`perfmodel.model` (``MODELS``, ``get_model``).
+that keep its core are in :mod:`perfmodel.core.models_ctx`, and all are registered
+in :mod:`perfmodel.core.model` (``MODELS``, ``get_model``).
 
 Members
 -------
@@ -43,7 +43,7 @@ Members
     ``seed_id`` plus two context terms (see :class:`SeedCtxModel`).
 
 The shared parameters (:data:`SEED_PARAMS`) and the saturation factor
-(:func:`saturation`) are public for the members of :mod:`perfmodel.models_ctx`.
+(:func:`saturation`) are public for the members of :mod:`perfmodel.core.models_ctx`.
 
 Monotonicity
 ------------
@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perfmodel.model_base import Model, Param
+from perfmodel.core.model_base import Model, Param
 
 __all__ = [
     "MEMBERS",

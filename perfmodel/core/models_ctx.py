@@ -6,7 +6,7 @@ Problem
 top of ``ctx_i`` cached tokens computes ``c_i (ctx_i + c_i/2)`` query-key
 pairs, and every request reads its ``ctx_i`` cached keys and values from
 memory (docs/model.md, Context-aware members).  The members here add these costs to the
-identifiable seed form ``seed_id`` (:mod:`perfmodel.models_seed`) and keep its reading: a fixed overhead,
+identifiable seed form ``seed_id`` (:mod:`perfmodel.core.models_seed`) and keep its reading: a fixed overhead,
 per-request and per-token overheads, and token work divided by a
 throughput that saturates in ``B`` and ``S``.
 
@@ -43,7 +43,7 @@ Members
     memory.  On the GPU trace (``data/gpu``: 8 layers of Llama-3-8B, H200)
     the two costs fit to about 1.2e-5 and 3.8e-5 ms per cached token.
 ``seed_ctx_mono`` (9) -- recommended for traces with per-request context
-    (``perfmodel.model.RECOMMENDED['context']``)
+    (``perfmodel.core.model.RECOMMENDED['context']``)
     ``tau_0 + a_1 S/(u v) + tau_B B + tau_S S + c_attn A
     + (c_kv + c_kv_mixed [A > 0]) ctx_sum``: the terms of ``seed_attn_kv``
     with no fixed work ``a_0`` (the fixed cost is ``tau_0``) and the
@@ -83,8 +83,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from perfmodel.model_base import Model, Param
-from perfmodel.models_seed import SEED_PARAMS, SaturationBase, SeedIdModel, saturation
+from perfmodel.core.model_base import Model, Param
+from perfmodel.core.models_seed import SEED_PARAMS, SaturationBase, SeedIdModel, saturation
 
 __all__ = [
     "MEMBERS",
@@ -286,6 +286,6 @@ class SeedCtxMonoModel(SatCtxModel):
     kv_mixed = True
 
 
-#: the members of this module, in registration order (registered by :mod:`perfmodel.model`)
+#: the members of this module, in registration order (registered by :mod:`perfmodel.core.model`)
 MEMBERS: tuple[Model, ...] = (SeedKvModel(), SeedAttnModel(), SeedAttnKvModel(),
                               SeedCtxMonoModel())

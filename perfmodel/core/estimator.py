@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from perfmodel.model import get_model
+from perfmodel.core.model import get_model
 
 __all__ = ["StepLatencyRegressor"]
 
@@ -27,7 +27,7 @@ class StepLatencyRegressor(RegressorMixin, BaseEstimator):
     Parameters
     ----------
     model : str, default 'seed_id'
-        A member of :data:`perfmodel.model.MODELS`.
+        A member of :data:`perfmodel.core.model.MODELS`.
     loss : str, default 'linear'
     relative : {'log', 'weight', 'absolute'}, default 'log'
     n_starts : int, default 8
@@ -36,14 +36,14 @@ class StepLatencyRegressor(RegressorMixin, BaseEstimator):
 
     Attributes
     ----------
-    fit_result_ : perfmodel.results.FitResult
+    fit_result_ : perfmodel.core.results.FitResult
     coef_ : ndarray, the fitted parameters (physical units)
     n_features_in_ : int
 
     Examples
     --------
     >>> import numpy as np
-    >>> from perfmodel.estimator import StepLatencyRegressor
+    >>> from perfmodel.core.estimator import StepLatencyRegressor
     >>> B = np.repeat([1, 4, 16, 64], 25).astype(float); S = B * np.tile(np.arange(1, 26), 4)
     >>> y = 5 + 0.05 * S + 0.1 * B
     >>> est = StepLatencyRegressor().fit(np.column_stack([B, S]), y)
@@ -94,7 +94,7 @@ class StepLatencyRegressor(RegressorMixin, BaseEstimator):
 
     def fit(self, X, y, sample_weight=None):
         """Fit the model; returns self."""
-        from perfmodel.fit import fit_model
+        from perfmodel.core.fit import fit_model
 
         if y is None:
             raise ValueError("StepLatencyRegressor requires y to be passed, but the target y is None")

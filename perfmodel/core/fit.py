@@ -10,7 +10,7 @@ by iteratively reweighted least squares).  The generic core,
 (trust-region reflective, ``x_scale='jac'``) that adds the covariance and
 standard errors; it is verified against the certified values of the 27 NIST
 StRD non-linear regression problems (``tests/test_nist.py``).
-:func:`fit_model` fits a member of :mod:`perfmodel.model` to a step trace:
+:func:`fit_model` fits a member of :mod:`perfmodel.core.model` to a step trace:
 relative-error options, median scaling of the features, the heuristic
 initialisation and a seeded multi-start (docs/model.md, Fitting).
 
@@ -29,14 +29,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize
 
+from perfmodel.core.model import Model, get_model
+from perfmodel.core.scale import SCALES, get_scale
 from perfmodel.errors import FitError, InputError
-from perfmodel.model import Model, get_model
-from perfmodel.scale import SCALES, get_scale
 
 __all__ = ["LOSSES", "RELATIVE", "CurveFit", "fit_curve", "fit_model"]
 
 LOSSES = ("linear", "huber", "soft_l1", "cauchy", "tukey")
-#: the residual scales (:mod:`perfmodel.scale`)
+#: the residual scales (:mod:`perfmodel.core.scale`)
 RELATIVE = tuple(SCALES)
 
 #: scipy least_squares status codes (one table, as scipy's TERMINATION_MESSAGES)
@@ -348,7 +348,7 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
     (``relative='log'``, default), ``(T_hat_i - T_i)/T_i`` (``'weight'``) or
     ``T_hat_i - T_i`` (``'absolute'``), all parameters within their bounds.
     The residual, its inverse and its Jacobian on each scale are defined once,
-    in :mod:`perfmodel.scale`; this fit is what defines them.
+    in :mod:`perfmodel.core.scale`; this fit is what defines them.
 
     Parameters
     ----------
@@ -378,9 +378,9 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
 
     Returns
     -------
-    perfmodel.results.FitResult
+    perfmodel.core.results.FitResult
     """
-    from perfmodel.results import FitResult
+    from perfmodel.core.results import FitResult
 
     m = get_model(model)
     native = m
