@@ -1,6 +1,6 @@
 """Benchmark: 1,000 bootstrap resamples of a 5,000-step synthetic trace.
 
-Times :func:`perfmodel.uncertainty.bootstrap` (pairs scheme, percentile
+Times :func:`perfmodel.stats.uncertainty.bootstrap` (pairs scheme, percentile
 intervals, warm starts from the full-data fit, one start per resample) with
 ``--jobs`` joblib workers, and, in the same process, ``--singles``
 sequential single fits of the full trace from a cold start
@@ -29,7 +29,7 @@ from threadpoolctl import threadpool_limits
 from perfmodel.core.fit import fit_model
 from perfmodel.core.synthetic import simulate_trace
 from perfmodel.data.trace import step_features
-from perfmodel.uncertainty import bootstrap
+from perfmodel.stats.uncertainty import bootstrap
 
 
 def main(argv=None):

@@ -111,7 +111,7 @@ def cmd_fit(args):
         res.provenance["dropped_invalid_rows"] = len(df.attrs["dropped"])
     summary = res.summary()
     if args.bootstrap:
-        from perfmodel.uncertainty import bootstrap
+        from perfmodel.stats.uncertainty import bootstrap
 
         bs = bootstrap(res, df, n_boot=args.bootstrap, scheme=args.scheme, seed=args.seed,
                        n_jobs=args.jobs, method=args.ci_method, progress=not args.json)
@@ -124,10 +124,15 @@ def cmd_fit(args):
     return 0
 
 
+#: sub-command -> the module that implements it
+_DELEGATED = {"sla": "perfmodel.sla", "compare": "perfmodel.stats.compare",
+              "simulate": "perfmodel.simulate", "factors": "perfmodel.factors"}
+
+
 def _delegate(module: str):
     """A sub-command implemented beside its module: ``<module>_command(args) -> (text, obj)``."""
     def run(args):
-        mod = importlib.import_module(f".{module}", __package__)
+        mod = importlib.import_module(_DELEGATED[module])
         text, obj = getattr(mod, f"{module}_command")(args)
         _emit(args, text, obj)
         return 0
@@ -166,7 +171,7 @@ def cmd_diagnose(args):
     """Residual tests of a fit on a trace, on the fit's own scale (:mod:`perfmodel.core.scale`)."""
     from perfmodel.core.scale import scale_of
     from perfmodel.data.trace import read_trace, step_features, time_order
-    from perfmodel.diagnostics import residual_table
+    from perfmodel.stats.diagnostics import residual_table
 
     res = _load_fit(args.fit)
     df = read_trace(args.trace)
@@ -256,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("factors", "secondary-factor analysis at a fixed step size", {}),
     ):
         sp = sub.add_parser(name, help=text)
-        mod = importlib.import_module(f".{name}", __package__)
+        mod = importlib.import_module(_DELEGATED[name])
         getattr(mod, f"add_{name}_arguments")(sp)
         common(sp, **kw)
         sp.set_defaults(func=_delegate(name))

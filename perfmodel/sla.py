@@ -36,8 +36,8 @@ Uncertainty
 -----------
 With ``q`` the step time is replaced by its ``q``-quantile under the
 prediction distribution of a new step,
-:class:`perfmodel.predictive.PredictiveDistribution` -- the same one behind
-the bands of :mod:`perfmodel.uncertainty`, so the ``q``-quantile here is the
+:class:`perfmodel.stats.predictive.PredictiveDistribution` -- the same one behind
+the bands of :mod:`perfmodel.stats.uncertainty`, so the ``q``-quantile here is the
 upper end of the level ``2q - 1`` prediction band there:
 
 * ``method='delta'``: on the fit's scale (:mod:`perfmodel.core.scale`) a new step
@@ -68,7 +68,7 @@ from perfmodel._checks import check_int_range, check_positive, check_probability
 from perfmodel._io import json_safe
 from perfmodel.data.features import batch_features
 from perfmodel.errors import InputError
-from perfmodel.predictive import PredictiveDistribution
+from perfmodel.stats.predictive import PredictiveDistribution
 
 __all__ = [
     "DEFAULT_SEQS_GRID",
@@ -123,9 +123,9 @@ def _check_predictor_like(fit):
 class Predictor:
     """Predicted step time (ms) of a fit: the point prediction or its ``q``-quantile.
 
-    A thin layer over :class:`perfmodel.predictive.PredictiveDistribution`
+    A thin layer over :class:`perfmodel.stats.predictive.PredictiveDistribution`
     (the one predictive distribution of a new step, shared with the bands of
-    :mod:`perfmodel.uncertainty`): it fills model features other than ``B``
+    :mod:`perfmodel.stats.uncertainty`): it fills model features other than ``B``
     and ``S`` with constants and fixes ``q``.
 
     Parameters
@@ -164,7 +164,7 @@ class Predictor:
 
     @property
     def distribution(self) -> PredictiveDistribution:
-        """The fit's :class:`~perfmodel.predictive.PredictiveDistribution` (built on first use)."""
+        """The fit's :class:`~perfmodel.stats.predictive.PredictiveDistribution` (built on first use)."""
         if self._dist is None:
             self._dist = PredictiveDistribution(self.fit, **self._dist_args)
         return self._dist

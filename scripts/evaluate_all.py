@@ -6,8 +6,8 @@ Held-out scores, not in-sample fits, choose the default model and fit scale
 Sarathi-Serve specimen batches, Vidur's composed steps, the GPU trace in
 ``data/gpu/`` and any vLLM-CPU traces under ``data/vllm-cpu/`` -- this script:
 
-1. runs :func:`perfmodel.compare.compare` with grouped 5-fold CV (the folds
-   of :func:`perfmodel.validation.make_folds`: no replicate, identical step
+1. runs :func:`perfmodel.stats.compare.compare` with grouped 5-fold CV (the folds
+   of :func:`perfmodel.stats.validation.make_folds`: no replicate, identical step
    or -- in the vLLM-CPU engine traces -- step within 25 steps of a test
    step in training) and writes
    ``paper/tables/compare_<dataset>.csv`` (and ``.tex`` through
@@ -16,7 +16,7 @@ Sarathi-Serve specimen batches, Vidur's composed steps, the GPU trace in
    B, test above) and records the winner;
 3. refits the models with absolute (ms) residuals on the same folds, to
    measure how much worse the absolute loss is than the default log loss;
-4. runs the adequacy tests (:mod:`perfmodel.adequacy`): pure-error lack of
+4. runs the adequacy tests (:mod:`perfmodel.stats.adequacy`): pure-error lack of
    fit where replicates exist, nested F / LR tests ``seed_id`` inside
    ``seed_gamma`` and inside ``seed_attn_kv``, AIC/BIC (with the recommended
    ``seed_ctx_mono``, which nests ``seed_id`` only at ``a_0 = 0``), and residual
@@ -55,9 +55,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from perfmodel.compare import compare, load_trace_arg
 from perfmodel.core.model import RECOMMENDED
 from perfmodel.errors import PerfmodelError
+from perfmodel.stats.compare import compare, load_trace_arg
 
 RECOMMENDED_CTX = RECOMMENDED["context"]
 NESTED_CTX = "seed_attn_kv"  # the context-aware member that nests seed_id
@@ -142,9 +142,9 @@ def merge_rows(path: Path, rows: list[dict]) -> pd.DataFrame:
 
 def adequacy(df: pd.DataFrame, recommended: str, starts: int, replicated: bool) -> dict:
     """Lack of fit, nested tests, AIC/BIC and residual trends on all steps."""
-    from perfmodel import adequacy as aq
     from perfmodel.core.fit import fit_model
-    from perfmodel.validation import fold_groups
+    from perfmodel.stats import adequacy as aq
+    from perfmodel.stats.validation import fold_groups
 
     names = [SEED_FORM, "seed_gamma"]
     if recommended != SEED_FORM:
@@ -208,7 +208,7 @@ def main(argv=None) -> int:
         ctx = has_context(df)
         rec = RECOMMENDED_CTX if ctx else RECOMMENDED_BS
         # the vLLM-CPU runs are engine traces: `config` only pairs a step with its replicates,
-        # so the folds also keep 25-step time blocks together (perfmodel.validation.fold_groups)
+        # so the folds also keep 25-step time blocks together (perfmodel.stats.validation.fold_groups)
         timed = True if label.startswith("vllm-cpu_") else None
         log(f"{label}: {len(df)} steps, context={ctx}; grouped CV")
         tab = compare(df, cv="grouped", k=5, seed=0, n_starts=args.starts, time_ordered=timed,

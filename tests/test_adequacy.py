@@ -7,8 +7,8 @@ import statsmodels.formula.api as smf
 from scipy import stats
 from statsmodels.stats.anova import anova_lm
 
-from perfmodel import adequacy as aq
 from perfmodel.errors import InputError
+from perfmodel.stats import adequacy as aq
 
 # SAS/STAT replicated example (also reproduced in Mathematica): 12 runs, 5 factors,
 # one centre point replicated 4 times; linear model in x1..x5.

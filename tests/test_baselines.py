@@ -1,4 +1,4 @@
-"""Tests of perfmodel.baselines: known coefficients recovered from synthetic traces,
+"""Tests of perfmodel.stats.baselines: known coefficients recovered from synthetic traces,
 agreement with statsmodels least squares, the shared interface, input checks."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import statsmodels.api as sm
 from numpy.testing import assert_allclose
 from sklearn.exceptions import NotFittedError
 
-from perfmodel import baselines as bl
 from perfmodel.errors import InputError
+from perfmodel.stats import baselines as bl
 
 
 def make_trace(n=300, seed=0, decode_only=False):

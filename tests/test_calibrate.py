@@ -1,11 +1,14 @@
-"""Tests of perfmodel.calibrate: step models calibrated from static-batch request latencies."""
+"""Tests of perfmodel.stats.calibrate: step models calibrated from static-batch request latencies."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from perfmodel.calibrate import (
+from perfmodel.core.model import get_model
+from perfmodel.errors import InputError
+from perfmodel.simulate import batch_features
+from perfmodel.stats.calibrate import (
     calibrate_from_requests,
     grouped_kfold_requests,
     heldout_evaluation,
@@ -14,9 +17,6 @@ from perfmodel.calibrate import (
     predict_requests,
     static_batch_steps,
 )
-from perfmodel.core.model import get_model
-from perfmodel.errors import InputError
-from perfmodel.simulate import batch_features
 
 # a seed_id theta of realistic size (ms): 6 ms fixed, 0.02 ms/token at saturation
 THETA_ID = np.array([6.0, 0.02, 0.02, 0.1, 0.5, 0.02, 1e-4])

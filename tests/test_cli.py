@@ -120,7 +120,7 @@ def test_diagnose_tests_residuals_on_the_fit_scale(flag, scale, tmp_path, capsys
     from perfmodel.core.results import FitResult
     from perfmodel.core.scale import SCALES
     from perfmodel.data.trace import read_trace, step_features
-    from perfmodel.diagnostics import residual_table
+    from perfmodel.stats.diagnostics import residual_table
 
     f = tmp_path / "f.json"
     assert main(["fit", str(EXAMPLE), "-o", str(f), "--model", "seed_id", "--starts", "2",

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfmodel.compare import compare, load_trace_arg
 from perfmodel.core.model import MODELS, get_model
 from perfmodel.data.trace import step_features
 from perfmodel.errors import InputError
+from perfmodel.stats.compare import compare, load_trace_arg
 
 NEW = ("seed_kv", "seed_attn", "seed_attn_kv", "seed_ctx_mono")
 
@@ -56,8 +56,8 @@ def test_compare_scores_the_fold_engines_folds():
     """compare() and validation.cross_validate score one model on the same folds (those of
     validation.make_folds), so their grouped k-fold MAPEs agree; identical steps filed under
     another configuration (as Splitwise does) included."""
-    from perfmodel import validation as va
-    from perfmodel.baselines import get_baseline
+    from perfmodel.stats import validation as va
+    from perfmodel.stats.baselines import get_baseline
 
     df = synthetic(n_cfg=30, reps=3)
     twin = df.iloc[[0]].assign(config="other-name")
@@ -105,10 +105,10 @@ def test_compare_ranks_the_true_model_first_and_reaches_the_floor():
 
 def test_compare_information_criteria_use_the_fit_scale_residual():
     """AIC/BIC of a weight comparison come from (T - T_hat)/T, the residual the fit minimised."""
-    from perfmodel.adequacy import information_criteria
-    from perfmodel.baselines import get_baseline
     from perfmodel.core.fit import fit_model
     from perfmodel.core.scale import WEIGHT
+    from perfmodel.stats.adequacy import information_criteria
+    from perfmodel.stats.baselines import get_baseline
 
     df = synthetic(n_cfg=30, reps=2)
     tab = compare(df, models=["seed_id"], baselines=["linear"], k=2, n_starts=1,
@@ -335,7 +335,7 @@ def test_seed_attn_can_fall_when_a_decode_becomes_a_chunk():
 
 def test_grouped_cv_on_a_time_ordered_trace_uses_contiguous_folds():
     """Blocked folds: each test fold is one stretch of time, and little training is purged."""
-    from perfmodel.compare import _splits
+    from perfmodel.stats.compare import _splits
 
     rng = np.random.default_rng(0)
     n = 600

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from perfmodel import coverage as C
 from perfmodel.errors import InputError
+from perfmodel.stats import coverage as C
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Tests of perfmodel.diagnostics (and the diagnostic plots of perfmodel.plotting).
+"""Tests of perfmodel.stats.diagnostics (and the diagnostic plots of perfmodel.plotting).
 
 Each statistic is compared with statsmodels/scipy called directly on the same
 residuals (relative 1e-10), and with published values where they exist: R
@@ -25,9 +25,9 @@ from statsmodels.stats.stattools import durbin_watson as sm_dw
 from statsmodels.stats.stattools import jarque_bera as sm_jb
 from statsmodels.tools.tools import add_constant
 
-from perfmodel import diagnostics as dg
 from perfmodel import plotting
 from perfmodel.errors import InputError
+from perfmodel.stats import diagnostics as dg
 
 RTOL = 1e-10
 

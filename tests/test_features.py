@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfmodel import baselines, simulate
+from perfmodel import simulate
 from perfmodel.data import features, trace
 from perfmodel.data.features import (
     CONTEXT_KEYS,
@@ -25,6 +25,7 @@ from perfmodel.data.features import (
     uniform_batch_features,
 )
 from perfmodel.errors import InputError
+from perfmodel.stats import baselines
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "data" / "example" / "example_trace.csv"
@@ -91,7 +92,7 @@ def _old_batch_features(chunk_sizes, context_lens):
 
 
 def _old_baseline_features(c_parts, x_parts):
-    """baselines._request_features, every row valid (perfmodel/baselines.py, before)."""
+    """baselines._request_features, every row valid (perfmodel/stats/baselines.py, before)."""
     counts = np.array([p.size for p in c_parts], dtype=np.int64)
     c = np.concatenate(c_parts).astype(float)
     x = np.concatenate(x_parts).astype(float)
@@ -118,7 +119,7 @@ def _old_baseline_features(c_parts, x_parts):
 
 
 def _old_uniform(Bs, chunk, ctx):
-    """calibrate.static_batch_steps' feature dict (perfmodel/calibrate.py, before)."""
+    """calibrate.static_batch_steps' feature dict (perfmodel/stats/calibrate.py, before)."""
     pair = chunk * (ctx + chunk / 2.0)
     is_pre = chunk > 1
     return {

@@ -1,4 +1,4 @@
-"""Tests of perfmodel.predictive: one predictive distribution behind bands and SLA answers."""
+"""Tests of perfmodel.stats.predictive: one predictive distribution behind bands and SLA answers."""
 from __future__ import annotations
 
 import math
@@ -8,13 +8,13 @@ import pytest
 from scipy import stats
 
 from perfmodel import sla
-from perfmodel import uncertainty as U
 from perfmodel.core.fit import fit_model
 from perfmodel.core.model import get_model
 from perfmodel.core.results import FitResult
 from perfmodel.core.synthetic import default_truth, simulate_trace
 from perfmodel.errors import InputError
-from perfmodel.predictive import MIN_SAMPLES, PredictiveDistribution
+from perfmodel.stats import uncertainty as U
+from perfmodel.stats.predictive import MIN_SAMPLES, PredictiveDistribution
 
 TRUTH = default_truth("seed_id")
 SIGMA = 0.05

@@ -20,7 +20,6 @@ from perfmodel.core.fit import fit_model
 from perfmodel.core.model import get_model
 from perfmodel.core.results import FitResult
 from perfmodel.errors import InputError
-from perfmodel.predictive import PredictiveDistribution
 from perfmodel.sla import (
     Predictor,
     add_sla_arguments,
@@ -33,6 +32,7 @@ from perfmodel.sla import (
     schedule_batch_with_sla,
     sla_command,
 )
+from perfmodel.stats.predictive import PredictiveDistribution
 
 TRUE = np.array([5.0, 2.0, 0.05, 0.3, 0.01, 0.1, 0.002])  # seed_id
 SIGMA = 0.05  # log-normal step noise of the synthetic trace

@@ -1,4 +1,4 @@
-"""Tests of perfmodel.uncertainty: intervals, bootstrap, bands (synthetic data with known truth)."""
+"""Tests of perfmodel.stats.uncertainty: intervals, bootstrap, bands (synthetic data with known truth)."""
 from __future__ import annotations
 
 import json
@@ -10,11 +10,11 @@ import pytest
 from scipy import stats
 
 import perfmodel.core.fit as fitmod
-from perfmodel import uncertainty as U
 from perfmodel.core.fit import fit_model
 from perfmodel.core.results import FitResult
 from perfmodel.core.synthetic import default_truth, simulate_trace
 from perfmodel.errors import FitError, InputError
+from perfmodel.stats import uncertainty as U
 
 TRUTH = {**default_truth("seed_id"), "a_0": 1.0, "tau_S": 0.02}
 
@@ -411,7 +411,7 @@ def test_relative_weight_fit_bootstrap_and_bands():
 
 def test_bootstrap_endpoint_mc_range_flags_endpoints_set_by_a_few_resamples():
     """A heavy upper tail (fits wandering along a flat direction) leaves the upper end undetermined."""
-    from perfmodel.uncertainty import BootstrapResult
+    from perfmodel.stats.uncertainty import BootstrapResult
 
     rng = np.random.default_rng(0)
     n = 49

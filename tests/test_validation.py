@@ -1,4 +1,4 @@
-"""Tests of perfmodel.validation: split properties (no leak, expanding windows),
+"""Tests of perfmodel.stats.validation: split properties (no leak, expanding windows),
 regimes, extrapolation split, metrics against scikit-learn, cross_validate."""
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from numpy.testing import assert_allclose
 from sklearn import metrics as skm
 from sklearn.model_selection import TimeSeriesSplit
 
-from perfmodel import baselines as bl
-from perfmodel import validation as va
 from perfmodel.errors import InputError
+from perfmodel.stats import baselines as bl
+from perfmodel.stats import validation as va
 
 
 def make_trace(n=240, seed=0, noise=0.0):
@@ -508,7 +508,7 @@ def test_old_engines_agree_now():
     """Identical steps filed under different configurations (as Splitwise does) split the
     former engines: validation grouped by `config`, compare by config and schedule. Both now
     get their folds from make_folds."""
-    from perfmodel import compare as cmp
+    from perfmodel.stats import compare as cmp
 
     df = make_trace(200, seed=4, noise=0.05)
     twin = df.iloc[[0, 1]].assign(config="twin")  # step 0 again under another name

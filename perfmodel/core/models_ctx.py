@@ -52,7 +52,7 @@ Members
 
 ``seed_kv``, ``seed_attn`` and ``seed_attn_kv`` nest ``seed_id`` (added
 parameters at 0 give it back exactly), so the nested F and likelihood-ratio
-tests of :mod:`perfmodel.adequacy` apply (conservatively: the null lies on
+tests of :mod:`perfmodel.stats.adequacy` apply (conservatively: the null lies on
 the boundary of the box); ``seed_ctx_mono`` nests ``seed_id`` with
 ``a_0 = 0`` and is compared by AIC/BIC.
 

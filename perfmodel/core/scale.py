@@ -36,7 +36,7 @@ residual is the error of the fitted value relative to the *measured* time,
 ``(y - mu) / mu`` and not ``log y - log mu`` (the three agree to first order
 in ``e``; on a step measured 30 % above the curve they are 0.231, 0.300 and
 0.262).  Earlier versions of :mod:`perfmodel.sla` used ``(y - mu)/mu``,
-:mod:`perfmodel.adequacy` and :mod:`perfmodel.compare` the log residual, and
+:mod:`perfmodel.stats.adequacy` and :mod:`perfmodel.stats.compare` the log residual, and
 ``perfmodel diagnose`` milliseconds for weight fits; they now all use the
 residual above.
 

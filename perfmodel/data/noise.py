@@ -17,7 +17,7 @@ measurements themselves.  Two kinds of repeated measurement give a floor:
 Each floor is given two ways.  ``median_cv``: the median over groups of
 ``sd (ddof=1) / mean``, the number docs/model.md (Fit scales) quotes.  ``oracle_mape``: the
 MAPE (percent) of an oracle that predicts each group's mean, which is the
-number comparable to a model's MAPE and the one :mod:`perfmodel.compare`
+number comparable to a model's MAPE and the one :mod:`perfmodel.stats.compare`
 divides by.  The deviation of a replicate from its group's *sample* mean
 understates its deviation from the true mean by ``sqrt((n-1)/n)`` (n
 replicates), so ``oracle_mape`` multiplies each row's absolute percentage

@@ -448,7 +448,7 @@ def check_step_columns(df, *, need_y: bool, name: str = "df") -> dict[str, np.nd
     """Check the step columns of a trace; return ``B``, ``S`` (and ``T`` when ``need_y``).
 
     Problem: estimators and split functions that take a trace (the baselines,
-    :mod:`perfmodel.validation`) need ``batch_size``, ``total_tokens`` and, to
+    :mod:`perfmodel.stats.validation`) need ``batch_size``, ``total_tokens`` and, to
     fit, ``duration_ms`` as finite numbers with ``B >= 1``, ``S >= B`` and
     ``T > 0``, without the full :func:`validate_trace`.  Rows are named by
     the DataFrame's index labels.

@@ -4,7 +4,7 @@ Problem
 -------
 The time of a new step with features ``x`` is uncertain for two reasons: the
 fitted curve ``mu(x)`` (the parameters) and the step's own noise.  The bands
-of :mod:`perfmodel.uncertainty` and the quantiles behind every answer of
+of :mod:`perfmodel.stats.uncertainty` and the quantiles behind every answer of
 :mod:`perfmodel.sla` need the same distribution; it is built once, here, so
 that one fit gives one answer: the upper limit of the level-0.90 prediction
 band *is* the 0.95-quantile an SLA search uses.
@@ -50,7 +50,7 @@ otherwise the fit's own residuals on its scale, centred and multiplied by
 a fit without data (read from JSON) draws ``N(0, s^2)`` residuals and says
 so in ``note``.
 
-Earlier versions differed: :func:`perfmodel.uncertainty.prediction_band`
+Earlier versions differed: :func:`perfmodel.stats.uncertainty.prediction_band`
 gave NaN bands for unidentified parameters and drew one residual per sample
 and point; :class:`perfmodel.sla.Predictor` used raw uncentred residuals,
 ``(y - mu)/mu`` on weight fits and ``mu (1 + t sd)`` for weight quantiles.

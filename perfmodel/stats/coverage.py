@@ -6,7 +6,7 @@ A "95% interval" is only as good as the share of intervals that contain the
 true value.  On synthetic traces with known parameters
 (:mod:`perfmodel.core.synthetic`), this module simulates ``R`` replicate traces per
 noise type, fits the model, builds each interval method of
-:mod:`perfmodel.uncertainty`, and records whether each interval covers the
+:mod:`perfmodel.stats.uncertainty`, and records whether each interval covers the
 truth.  The coverage share ``p_hat`` of a (method, noise, parameter) cell has
 Monte Carlo standard error ``sqrt(p_hat (1 - p_hat) / R)``; the row
 ``parameter = 'all'`` averages the seven parameters within each replicate
@@ -152,7 +152,7 @@ def _check_plan(plan) -> dict[str, tuple[str, ...]]:
 
 def _intervals(method, fit, n_boot, alpha, seed):
     """(lower, upper) arrays of one method, plus a note."""
-    from perfmodel import uncertainty as U
+    from perfmodel.stats import uncertainty as U
 
     if method == "covariance":
         d = U.covariance_intervals(fit, alpha)
@@ -273,7 +273,7 @@ def run_study(plan=None, R: int = 500, *, n: int = 300, n_boot: int = 199, alpha
     rows: list[dict] = []
     with tqdm(total=len(tasks), disable=not progress, desc="coverage") as bar:
         if n_jobs == 1:
-            from perfmodel.uncertainty import one_blas_thread
+            from perfmodel.stats.uncertainty import one_blas_thread
 
             with one_blas_thread():  # small fits: one BLAS thread (loky workers do this themselves)
                 for s, r in tasks:

@@ -6,9 +6,9 @@ A model earns its parameters only if it predicts steps it was not fitted
 to better than simpler or more flexible alternatives, and the gap that
 matters is the one to the measurement noise floor.  :func:`compare` fits
 every model of :mod:`perfmodel.core.model` and every baseline of
-:mod:`perfmodel.baselines` on the *same* folds and writes one row per
+:mod:`perfmodel.stats.baselines` on the *same* folds and writes one row per
 candidate: held-out MAPE/RMSE overall and by regime (decode-only / mixed /
-prefill-heavy, :func:`perfmodel.validation.regime`), the number of
+prefill-heavy, :func:`perfmodel.stats.validation.regime`), the number of
 parameters, AIC/BIC in sample on all steps, and the ratio of held-out MAPE
 to the noise floor of :func:`perfmodel.data.noise.noise_floor` (the oracle MAPE,
 see there).
@@ -16,8 +16,8 @@ see there).
 Folds
 -----
 Every scheme comes from the package's one fold engine,
-:func:`perfmodel.validation.make_folds` over the leak-free groups of
-:func:`perfmodel.validation.fold_groups` (same ``config``, identical
+:func:`perfmodel.stats.validation.make_folds` over the leak-free groups of
+:func:`perfmodel.stats.validation.fold_groups` (same ``config``, identical
 schedule and, for a time-ordered trace, contiguous blocks of 25 steps, with
 training steps next to a test step in time purged).
 ``cv='grouped'``: k-fold over those groups (k at most the number of
@@ -78,7 +78,7 @@ DEFAULT_MODELS = tuple(name for name, m in MODELS.items() if m.fitted_as is None
 DEFAULT_BASELINES = ("linear", "poly2", "poly3", "constant_throughput", "distserve",
                      "random_forest")
 CV_SCHEMES = ("grouped", "time", "extrapolate")
-#: the scheme of :func:`perfmodel.validation.make_folds` behind each ``cv``
+#: the scheme of :func:`perfmodel.stats.validation.make_folds` behind each ``cv``
 _ENGINE_SCHEME = {"grouped": "grouped", "time": "expanding", "extrapolate": "extrapolate"}
 _CTX_FEATURES = frozenset(CONTEXT_KEYS)
 _REGIMES = ("decode-only", "mixed", "prefill-heavy")
@@ -89,8 +89,8 @@ _REGIMES = ("decode-only", "mixed", "prefill-heavy")
 # ---------------------------------------------------------------------------
 def _splits(df: pd.DataFrame, cv: str, k: int, seed: int, quantile: float,
             time_ordered: bool | None) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The folds of ``cv``, from the fold engine :func:`perfmodel.validation.make_folds`."""
-    from perfmodel.validation import fold_groups, is_time_ordered, make_folds
+    """The folds of ``cv``, from the fold engine :func:`perfmodel.stats.validation.make_folds`."""
+    from perfmodel.stats.validation import fold_groups, is_time_ordered, make_folds
 
     if cv not in CV_SCHEMES:
         raise InputError(f"cv {cv!r} is not one of {list(CV_SCHEMES)}")
@@ -167,7 +167,7 @@ def _needs_context(name: str, kind: str) -> bool:
 def _make(name: str, kind: str, relative: str, loss: str, n_starts: int, seed: int):
     if kind == "model":
         return ModelCandidate(name, relative=relative, loss=loss, n_starts=n_starts, seed=seed)
-    from perfmodel.baselines import get_baseline
+    from perfmodel.stats.baselines import get_baseline
 
     kw: dict[str, Any] = {"relative": get_scale(relative).relative}
     if name == "random_forest":
@@ -184,7 +184,7 @@ def _scale_resid(y, yhat, relative):
 
 
 def _score(y, pred, labels, prefix=""):
-    from perfmodel.validation import metrics
+    from perfmodel.stats.validation import metrics
 
     out = {}
     m = metrics(y, pred)
@@ -225,7 +225,7 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
         candidates; ``config`` for grouping and the noise floor)
     models : names in :data:`perfmodel.core.model.MODELS` (default
         :data:`DEFAULT_MODELS`); a comma-separated string also works
-    baselines : names in :data:`perfmodel.baselines.BASELINES` (default
+    baselines : names in :data:`perfmodel.stats.baselines.BASELINES` (default
         :data:`DEFAULT_BASELINES`)
     cv : 'grouped', 'time' or 'extrapolate' (module docstring)
     k : folds (grouped: at most the number of groups; time: windows)
@@ -238,7 +238,7 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
     in_sample : also fit every candidate on all steps for ``mape_in``,
         ``n_params``, ``aic``, ``bic`` (False leaves them NaN)
     time_ordered : whether the folds add time blocks and purge neighbours
-        (:func:`perfmodel.validation.fold_groups`; default: a trace with
+        (:func:`perfmodel.stats.validation.fold_groups`; default: a trace with
         ``step``/``timestamp`` and no ``config`` column)
     progress : optional callable ``progress(str)`` told each candidate
 
@@ -255,10 +255,10 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
     ``cv``, ``k``, ``relative``.  Sorted as given (models, then baselines).
     ``df.attrs['noise_floor']`` holds the floor as a dict.
     """
-    from perfmodel.baselines import BASELINES
     from perfmodel.core.model import MODELS
     from perfmodel.data.noise import noise_floor
     from perfmodel.data.trace import has_context, validate_trace
+    from perfmodel.stats.baselines import BASELINES
 
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"df must be a pandas DataFrame (a step trace), got {type(df).__name__}")
@@ -277,7 +277,7 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
     nf = noise_floor(df) if floor is None else floor
     ctx = has_context(df)
     y = df["duration_ms"].to_numpy(float)
-    from perfmodel.validation import regime
+    from perfmodel.stats.validation import regime
 
     labels = regime(df).to_numpy().astype(str)
     test_rows = np.unique(np.concatenate([te for _, te in splits]))
@@ -325,7 +325,7 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
                 row["n_params"] = np.nan if kpar is None else int(kpar)
                 e = _scale_resid(y, p, relative)
                 if e is not None and kpar is not None:
-                    from perfmodel.adequacy import information_criteria
+                    from perfmodel.stats.adequacy import information_criteria
 
                     row["aic"], row["bic"] = information_criteria(float(e @ e), len(y), int(kpar))
             except (InputError, FitError, ValueError, np.linalg.LinAlgError) as exc:

@@ -25,7 +25,7 @@ notebook and script calls it):
 Split generators return a list of ``(train_idx, test_idx)`` pairs of sorted
 integer positions (``df.iloc``); :func:`cross_validate` runs any model with
 ``fit(df) -> self`` and ``predict(df) -> ndarray`` (the baselines of
-:mod:`perfmodel.baselines`, the lead's model wrapper) over them and scores
+:mod:`perfmodel.stats.baselines`, the lead's model wrapper) over them and scores
 each fold, overall and by regime with :func:`metrics`.
 """
 from __future__ import annotations

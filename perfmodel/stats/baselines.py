@@ -279,7 +279,7 @@ class Polynomial(Baseline):
     3) by scikit-learn ``PolynomialFeatures`` + ``LinearRegression``, after
     standardising B and S (the same function space, better conditioned).
     Flexible inside the data, poor outside it: the extrapolation split
-    (:func:`perfmodel.validation.extrapolation_split`) shows it.
+    (:func:`perfmodel.stats.validation.extrapolation_split`) shows it.
     """
 
     def __init__(self, degree: int = 2, relative: bool = False):

@@ -31,7 +31,7 @@ rebuilt as ``y = mu exp(e)``; ``'absolute'`` -- ``e = y - mu``, ``y = mu + e``;
 ``'weight'`` (relative residuals, weights ``1/y^2``) -- ``e = (y - mu)/y``,
 ``y = mu/(1 - e)``.  ``mu`` is the fitted step time in ms.  The Jacobian on
 that scale is ``J/mu`` (log), ``J`` (absolute) or ``J/y`` (weight).  The
-bands come from :class:`perfmodel.predictive.PredictiveDistribution`, the
+bands come from :class:`perfmodel.stats.predictive.PredictiveDistribution`, the
 distribution behind the quantiles of :mod:`perfmodel.sla` too.
 
 Verification
@@ -42,7 +42,7 @@ sandwich covariances reproduce statsmodels ``OLS(...).fit(cov_type=...)`` on
 a linear model to 1e-10; the F-profile interval of a linear model reproduces
 the t interval (statsmodels ``conf_int``) to 1e-6
 (``tests/test_uncertainty.py``).  Coverage of every method is measured by
-:mod:`perfmodel.coverage`.
+:mod:`perfmodel.stats.coverage`.
 
 References
 ----------
@@ -70,7 +70,7 @@ from scipy import optimize, special, stats
 from perfmodel.core import fit as _fitmod
 from perfmodel.core.scale import get_scale, scale_of
 from perfmodel.errors import FitError, InputError
-from perfmodel.predictive import PredictiveDistribution
+from perfmodel.stats.predictive import PredictiveDistribution
 
 __all__ = [
     "BLOCKS",
@@ -629,7 +629,7 @@ def studentized_interval(theta_hat, se_hat, samples, se_samples, alpha: float = 
     of ``t*`` (the left-out resamples are the extreme ones): in the coverage
     study a parameter 2 standard errors from its bound got 0.72 coverage
     with the wild bootstrap-t against 0.90 with the percentile interval
-    (:mod:`perfmodel.coverage`); prefer percentile intervals there.
+    (:mod:`perfmodel.stats.coverage`); prefer percentile intervals there.
 
     Parameters
     ----------
@@ -1353,7 +1353,7 @@ def confidence_band(fit, feats, alpha: float = 0.05, method: str = "delta", boot
     1-alpha/2`` quantiles of the predictions of the bootstrap samples ``boot``.
     Parameters at a bound, and unidentified parameters, contribute no
     variance (listed in ``attrs['unidentified']``; the rule of
-    :mod:`perfmodel.predictive`).
+    :mod:`perfmodel.stats.predictive`).
 
     Parameters
     ----------
@@ -1391,7 +1391,7 @@ def prediction_band(fit, feats, alpha: float = 0.05, method: str = "delta", boot
     scaled by ``sqrt(n/dof)`` (normal errors of variance ``s^2`` when the fit
     carries no data), quantiles of the result (seeded by ``seed``).  The
     band's ends are the ``alpha/2`` and ``1 - alpha/2`` quantiles of
-    :class:`perfmodel.predictive.PredictiveDistribution`, the ones
+    :class:`perfmodel.stats.predictive.PredictiveDistribution`, the ones
     :mod:`perfmodel.sla` searches with.
 
     Parameters and return value as :func:`confidence_band`; ``n_draws``:

@@ -402,7 +402,7 @@ def calibrate_from_requests(df_rows, model=RECOMMENDED["context"], seed: int = 0
     Examples
     --------
     >>> import pandas as pd
-    >>> from perfmodel.calibrate import calibrate_from_requests, predict_requests
+    >>> from perfmodel.stats.calibrate import calibrate_from_requests, predict_requests
     >>> rows = pd.DataFrame({"B": [1, 1, 8, 8, 32, 32, 64, 64],
     ...                      "L": [64, 256, 64, 256, 64, 256, 64, 256]})
     >>> theta = [6.0, 0.02, 0.02, 0.1, 0.5, 0.02, 1e-4]
@@ -596,7 +596,7 @@ def grouped_kfold_requests(df_rows, model=RECOMMENDED["context"], *, k: int = 5,
 
     Problem: replicates of one configuration must not sit on both sides of
     a split (that would leak), so the ``(B, L)`` pairs are the groups of
-    :func:`perfmodel.validation.grouped_kfold` (the splitter every fold in
+    :func:`perfmodel.stats.validation.grouped_kfold` (the splitter every fold in
     the package comes from: groups shuffled with ``seed``, dealt largest
     first to the lightest fold); each fold is predicted by a model
     calibrated on the others.
@@ -616,7 +616,7 @@ def grouped_kfold_requests(df_rows, model=RECOMMENDED["context"], *, k: int = 5,
     if len(uniq) < k:
         raise InputError(f"k={k} folds need at least {k} distinct (B, L) configurations, "
                          f"got {len(uniq)}")
-    from perfmodel.validation import grouped_kfold  # the package's one fold splitter
+    from perfmodel.stats.validation import grouped_kfold  # the package's one fold splitter
 
     fold = np.empty(y.size, np.int64)
     for i, (_, te) in enumerate(grouped_kfold(uniq.get_indexer(cfg), int(k), seed)):
