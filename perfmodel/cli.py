@@ -125,8 +125,8 @@ def cmd_fit(args):
 
 
 #: sub-command -> the module that implements it
-_DELEGATED = {"sla": "perfmodel.sla", "compare": "perfmodel.stats.compare",
-              "simulate": "perfmodel.simulate", "factors": "perfmodel.factors"}
+_DELEGATED = {"sla": "perfmodel.decisions.sla", "compare": "perfmodel.stats.compare",
+              "simulate": "perfmodel.decisions.simulate", "factors": "perfmodel.decisions.factors"}
 
 
 def _delegate(module: str):

@@ -31,7 +31,7 @@ from perfmodel.core.fit import fit_model
 from perfmodel.core.model import default_for
 from perfmodel.core.results import atomic_write_text
 from perfmodel.data.trace import read_trace
-from perfmodel.simulate import validate_closed_loop
+from perfmodel.decisions.simulate import validate_closed_loop
 
 
 def validate(data: Path, model: str = "auto") -> pd.DataFrame:

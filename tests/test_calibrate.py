@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from perfmodel.core.model import get_model
+from perfmodel.decisions.simulate import batch_features
 from perfmodel.errors import InputError
-from perfmodel.simulate import batch_features
 from perfmodel.stats.calibrate import (
     calibrate_from_requests,
     grouped_kfold_requests,

@@ -1,4 +1,4 @@
-"""Tests of perfmodel.factors on synthetic fixed-S slices with known drivers."""
+"""Tests of perfmodel.decisions.factors on synthetic fixed-S slices with known drivers."""
 from __future__ import annotations
 
 import argparse
@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfmodel.errors import InputError
-from perfmodel.factors import (
+from perfmodel.decisions.factors import (
     add_factors_arguments,
     factors_command,
     secondary_factors,
     step_factor_table,
 )
+from perfmodel.errors import InputError
 
 S_FIX = 4096
 NOISE = 1.0

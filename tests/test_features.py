@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfmodel import simulate
 from perfmodel.data import features, trace
 from perfmodel.data.features import (
     CONTEXT_KEYS,
@@ -24,6 +23,7 @@ from perfmodel.data.features import (
     row_reduce,
     uniform_batch_features,
 )
+from perfmodel.decisions import simulate
 from perfmodel.errors import InputError
 from perfmodel.stats import baselines
 
@@ -72,7 +72,7 @@ def _old_trace_features(B, S, c_flat, x_flat, counts):
 
 
 def _old_batch_features(chunk_sizes, context_lens):
-    """simulate.batch_features (perfmodel/simulate.py, before features.py)."""
+    """simulate.batch_features (perfmodel/decisions/simulate.py, before features.py)."""
     c = np.asarray(chunk_sizes, dtype=float).ravel()
     x = np.asarray(context_lens, float).ravel()
     pre = c > 1

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from perfmodel import sla
 from perfmodel.core.fit import fit_model
 from perfmodel.core.model import get_model
 from perfmodel.core.results import FitResult
 from perfmodel.core.synthetic import default_truth, simulate_trace
+from perfmodel.decisions import sla
 from perfmodel.errors import InputError
 from perfmodel.stats import uncertainty as U
 from perfmodel.stats.predictive import MIN_SAMPLES, PredictiveDistribution

@@ -1,4 +1,4 @@
-"""Tests of perfmodel.sensitivity: closed-form derivatives against central differences."""
+"""Tests of perfmodel.decisions.sensitivity: closed-form derivatives against central differences."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from perfmodel.core.model import get_model
+from perfmodel.decisions.sensitivity import QUANTITIES, derivatives, plot_contour, sensitivity_grid
 from perfmodel.errors import InputError
-from perfmodel.sensitivity import QUANTITIES, derivatives, plot_contour, sensitivity_grid
 
 THETAS = {
     "seed_id": [5.0, 2.0, 0.05, 0.3, 0.01, 0.1, 0.002],

@@ -1,4 +1,4 @@
-"""Tests of perfmodel.simulate: hand-computed schedules, invariants, validation helpers."""
+"""Tests of perfmodel.decisions.simulate: hand-computed schedules, invariants, validation helpers."""
 from __future__ import annotations
 
 import argparse
@@ -13,8 +13,7 @@ import pandas as pd
 import pytest
 
 from perfmodel.core.model import get_model
-from perfmodel.errors import InputError
-from perfmodel.simulate import (
+from perfmodel.decisions.simulate import (
     add_simulate_arguments,
     batch_features,
     compare_to_run,
@@ -30,6 +29,7 @@ from perfmodel.simulate import (
     simulate_open_loop,
     validate_closed_loop,
 )
+from perfmodel.errors import InputError
 
 TRUE = [5.0, 2.0, 0.05, 0.3, 0.01, 0.1, 0.002]  # seed_id: tau_0, a_0, a_1, k_B, k_S, tau_B, tau_S
 

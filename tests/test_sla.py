@@ -1,4 +1,4 @@
-"""Tests of perfmodel.sla: exact integer SLA answers, quantiles, frontier, budgets, scheduler."""
+"""Tests of perfmodel.decisions.sla: exact integer SLA answers, quantiles, frontier, budgets, scheduler."""
 from __future__ import annotations
 
 import argparse
@@ -19,8 +19,7 @@ from scipy import stats
 from perfmodel.core.fit import fit_model
 from perfmodel.core.model import get_model
 from perfmodel.core.results import FitResult
-from perfmodel.errors import InputError
-from perfmodel.sla import (
+from perfmodel.decisions.sla import (
     Predictor,
     add_sla_arguments,
     frontier,
@@ -32,6 +31,7 @@ from perfmodel.sla import (
     schedule_batch_with_sla,
     sla_command,
 )
+from perfmodel.errors import InputError
 from perfmodel.stats.predictive import PredictiveDistribution
 
 TRUE = np.array([5.0, 2.0, 0.05, 0.3, 0.01, 0.1, 0.002])  # seed_id
@@ -416,7 +416,7 @@ def test_recommend_infeasible(fit):
 # ---------------------------------------------------------------------------
 
 def _pred(fit, chunks):
-    from perfmodel.simulate import batch_features
+    from perfmodel.decisions.simulate import batch_features
 
     return float(fit.predict(batch_features(chunks))[0])
 
@@ -436,7 +436,7 @@ def test_schedule_trims_largest_prefill_first(fit):
     assert d.predicted_ms <= sla
     assert sum(d.chunk_sizes) == sum(reqs) - d.tokens_trimmed
     # trimming one token fewer would miss the SLA (fewest tokens removed)
-    from perfmodel.sla import _trim
+    from perfmodel.decisions.sla import _trim
 
     assert _pred(fit, _trim(np.array(reqs), d.tokens_trimmed - 1)) > sla
     # the largest chunk was cut first: the 300-token chunk is only cut once they are level
@@ -445,7 +445,7 @@ def test_schedule_trims_largest_prefill_first(fit):
 
 
 def test_trim_water_filling():
-    from perfmodel.sla import _trim
+    from perfmodel.decisions.sla import _trim
 
     c = np.array([1, 10, 4, 7])
     assert _trim(c, 0).tolist() == [1, 10, 4, 7]

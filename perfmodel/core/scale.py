@@ -35,7 +35,7 @@ residual is the error of the fitted value relative to the *measured* time,
 ``e = (y - mu) / y = 1 - mu / y``; its RSS is ``sum e_i^2``.  That is not
 ``(y - mu) / mu`` and not ``log y - log mu`` (the three agree to first order
 in ``e``; on a step measured 30 % above the curve they are 0.231, 0.300 and
-0.262).  Earlier versions of :mod:`perfmodel.sla` used ``(y - mu)/mu``,
+0.262).  Earlier versions of :mod:`perfmodel.decisions.sla` used ``(y - mu)/mu``,
 :mod:`perfmodel.stats.adequacy` and :mod:`perfmodel.stats.compare` the log residual, and
 ``perfmodel diagnose`` milliseconds for weight fits; they now all use the
 residual above.

@@ -5,7 +5,7 @@ Problem
 The time of a new step with features ``x`` is uncertain for two reasons: the
 fitted curve ``mu(x)`` (the parameters) and the step's own noise.  The bands
 of :mod:`perfmodel.stats.uncertainty` and the quantiles behind every answer of
-:mod:`perfmodel.sla` need the same distribution; it is built once, here, so
+:mod:`perfmodel.decisions.sla` need the same distribution; it is built once, here, so
 that one fit gives one answer: the upper limit of the level-0.90 prediction
 band *is* the 0.95-quantile an SLA search uses.
 
@@ -52,7 +52,7 @@ so in ``note``.
 
 Earlier versions differed: :func:`perfmodel.stats.uncertainty.prediction_band`
 gave NaN bands for unidentified parameters and drew one residual per sample
-and point; :class:`perfmodel.sla.Predictor` used raw uncentred residuals,
+and point; :class:`perfmodel.decisions.sla.Predictor` used raw uncentred residuals,
 ``(y - mu)/mu`` on weight fits and ``mu (1 + t sd)`` for weight quantiles.
 
 Verification
@@ -61,7 +61,7 @@ Verification
 quantile of a synthetic trace with known noise
 (:func:`perfmodel.core.synthetic.simulate_trace`); quantile and cdf invert each
 other; the band's upper prediction limit at level 0.90 equals the
-0.95-quantile of :func:`perfmodel.sla.max_tokens_quantile` to 1e-10 (delta
+0.95-quantile of :func:`perfmodel.decisions.sla.max_tokens_quantile` to 1e-10 (delta
 and bootstrap); a bootstrap from normal parameter samples matches the delta
 method.
 """

@@ -32,7 +32,7 @@ rebuilt as ``y = mu exp(e)``; ``'absolute'`` -- ``e = y - mu``, ``y = mu + e``;
 ``y = mu/(1 - e)``.  ``mu`` is the fitted step time in ms.  The Jacobian on
 that scale is ``J/mu`` (log), ``J`` (absolute) or ``J/y`` (weight).  The
 bands come from :class:`perfmodel.stats.predictive.PredictiveDistribution`, the
-distribution behind the quantiles of :mod:`perfmodel.sla` too.
+distribution behind the quantiles of :mod:`perfmodel.decisions.sla` too.
 
 Verification
 ------------
@@ -1392,7 +1392,7 @@ def prediction_band(fit, feats, alpha: float = 0.05, method: str = "delta", boot
     carries no data), quantiles of the result (seeded by ``seed``).  The
     band's ends are the ``alpha/2`` and ``1 - alpha/2`` quantiles of
     :class:`perfmodel.stats.predictive.PredictiveDistribution`, the ones
-    :mod:`perfmodel.sla` searches with.
+    :mod:`perfmodel.decisions.sla` searches with.
 
     Parameters and return value as :func:`confidence_band`; ``n_draws``:
     size of the bootstrap predictive sample.
@@ -1400,7 +1400,7 @@ def prediction_band(fit, feats, alpha: float = 0.05, method: str = "delta", boot
     Notes
     -----
     Verified: the upper limit at ``alpha = 0.10`` equals the 0.95-quantile of
-    :func:`perfmodel.sla.max_tokens_quantile` at the same point to 1e-10
+    :func:`perfmodel.decisions.sla.max_tokens_quantile` at the same point to 1e-10
     (``tests/test_predictive.py``).
     """
     return _band(fit, feats, alpha, method, boot, True, seed, "prediction_band", n_draws)
