@@ -76,13 +76,13 @@ include notebooks/pipeline.mk
 # a paper output changed outside the pipeline (e.g. a notebook run by hand with the output
 # folder pointed at the repository) makes its notebook rerun
 reproduce: $(VENV_STAMP)
-	@$(PY) -m perfmodel.pipeline stale --build $(NB_BUILD)
+	@$(PY) -m perfmodel.report.pipeline stale --build $(NB_BUILD)
 	@$(MAKE) --no-print-directory fit-example paper
 	@echo "reproduce: done"
 
 # generated outputs differ from what the pipeline last wrote: exit 1 naming them
 check-outputs: $(VENV_STAMP)
-	@$(PY) -m perfmodel.pipeline stale --build $(NB_BUILD) --check
+	@$(PY) -m perfmodel.report.pipeline stale --build $(NB_BUILD) --check
 
 # the paper's numbers and tables are identical under each BLAS kernel (reruns every notebook
 # per kernel into build/blas-check/<kernel>; QUICK=1 for small parameters)
@@ -93,7 +93,7 @@ check-blas: $(VENV_STAMP)
 	      NB_BUILD=build/blas-check/$$k/notebooks build/blas-check/$$k/paper/numbers.tex \
 	    || exit 1; \
 	done
-	$(PY) -m perfmodel.pipeline compare $(addprefix build/blas-check/,$(BLAS_KERNELS))
+	$(PY) -m perfmodel.report.pipeline compare $(addprefix build/blas-check/,$(BLAS_KERNELS))
 
 # JupyterLab on the project's environment, rooted at the repository, with inline figures.
 # Notebooks run here write their figures/tables/numbers to build/scratch (never to the

@@ -18,7 +18,7 @@ The public entry points are importable from the package itself::
 =================  ==========================================================
 
 They are loaded on first use (PEP 562), so ``import perfmodel`` costs nothing
-and the bookkeeping modules ``perfmodel.pipeline`` and ``perfmodel.paperio``
+and the bookkeeping modules ``perfmodel.report.pipeline`` and ``perfmodel.report.paperio``
 still run with the standard library alone (no numpy).
 """
 from __future__ import annotations

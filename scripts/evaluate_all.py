@@ -11,7 +11,7 @@ Sarathi-Serve specimen batches, Vidur's composed steps, the GPU trace in
    or -- in the vLLM-CPU engine traces -- step within 25 steps of a test
    step in training) and writes
    ``paper/tables/compare_<dataset>.csv`` (and ``.tex`` through
-   :mod:`perfmodel.paperio`);
+   :mod:`perfmodel.report.paperio`);
 2. runs the extrapolation split (train at or below the 0.8 quantile of S and
    B, test above) and records the winner;
 3. refits the models with absolute (ms) residuals on the same folds, to
@@ -193,7 +193,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        from perfmodel import paperio
+        from perfmodel.report import paperio
     except ImportError:  # pragma: no cover
         paperio = None
     summary, adeq = [], []

@@ -52,9 +52,9 @@ def test_import_perfmodel_stays_light():
 
 
 def test_paperio_and_pipeline_import_without_numpy():
-    """pipeline.mk runs `python3 -m perfmodel.paperio deps` with any Python: no numpy needed."""
+    """pipeline.mk runs `python3 -m perfmodel.report.paperio deps` with any Python: no numpy needed."""
     code = ("import sys; sys.path.insert(0, '.'); sys.modules['numpy'] = None; "
-            "import perfmodel.paperio, perfmodel.pipeline, perfmodel._io, perfmodel._checks; "
+            "import perfmodel.report.paperio, perfmodel.report.pipeline, perfmodel._io, perfmodel._checks; "
             "print('ok')")
     assert _run(code) == "ok"
     plain = shutil.which("python3", path="/usr/bin:/bin")

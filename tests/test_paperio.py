@@ -1,4 +1,4 @@
-"""Tests of perfmodel.paperio: macros, fragments, tables, figures, deps, stripping."""
+"""Tests of perfmodel.report.paperio: macros, fragments, tables, figures, deps, stripping."""
 from __future__ import annotations
 
 import json
@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfmodel import paperio as pio
 from perfmodel.errors import InputError
+from perfmodel.report import paperio as pio
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -272,23 +272,23 @@ def test_find_root(tmp_path):
 def test_cli_assemble_and_deps(tmp_path):
     pio.write_numbers({"A": 1}, "x", folder=tmp_path / "n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, "-m", "perfmodel.paperio", "assemble", "--folder",
+    r = subprocess.run([sys.executable, "-m", "perfmodel.report.paperio", "assemble", "--folder",
                         str(tmp_path / "n"), "--out", str(tmp_path / "numbers.tex")],
                        check=False, capture_output=True, text=True, env=env, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert pio.read_numbers(tmp_path / "numbers.tex") == {"A": "1"}
-    r = subprocess.run([sys.executable, "-m", "perfmodel.paperio", "assemble", "--folder",
+    r = subprocess.run([sys.executable, "-m", "perfmodel.report.paperio", "assemble", "--folder",
                         str(tmp_path / "n"), "--out", str(tmp_path / "missing" / "x.tex")],
                        check=False, capture_output=True, text=True, env=env, cwd=tmp_path)
     assert r.returncode == 0  # creates the folder
-    r = subprocess.run([sys.executable, "-m", "perfmodel.paperio", "strip",
+    r = subprocess.run([sys.executable, "-m", "perfmodel.report.paperio", "strip",
                         str(tmp_path / "nope.ipynb")], check=False, capture_output=True, text=True, env=env)
     assert r.returncode == 2 and "does not exist" in r.stderr
 
 
 def test_paper_output_override_keeps_the_paper_untouched(tmp_path, monkeypatch):
     """Under nbval (make test) outputs go to PERFMODEL_PAPER_OUTPUT, never into the paper."""
-    from perfmodel import paperio
+    from perfmodel.report import paperio
 
     repo = Path(__file__).resolve().parents[1]
     monkeypatch.setenv("PERFMODEL_PAPER_OUTPUT", str(tmp_path / "scratch"))
@@ -300,7 +300,7 @@ def test_paper_output_override_keeps_the_paper_untouched(tmp_path, monkeypatch):
 
 def test_interactive_run_writes_to_scratch_not_the_paper(tmp_path, monkeypatch, capsys):
     """A notebook run outside the pipeline (no PERFMODEL_PAPER_OUTPUT) never touches the paper."""
-    from perfmodel import paperio
+    from perfmodel.report import paperio
 
     repo = tmp_path / "repo"
     repo.mkdir()

@@ -360,9 +360,9 @@ def _head(p: str) -> str:
 
 
 def coverage_tex(summary: pd.DataFrame, digits: int = 3) -> str:
-    """The coverage table as a booktabs ``tabular`` (:func:`perfmodel.paperio.table_tex`);
+    """The coverage table as a booktabs ``tabular`` (:func:`perfmodel.report.paperio.table_tex`);
     the recommended method of each noise type is marked with a dagger."""
-    from perfmodel.paperio import latex_escape, table_tex
+    from perfmodel.report.paperio import latex_escape, table_tex
 
     wide = coverage_table(summary, digits)
     wide["method"] = [latex_escape(m) + (r"$^\dagger$" if RECOMMENDED.get(s) == m else "")

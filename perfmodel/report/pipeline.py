@@ -159,7 +159,7 @@ def compare_outputs(dirs: Sequence[str | os.PathLike]) -> list[str]:
 def _main(argv: Iterable[str] | None = None) -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m perfmodel.pipeline",
+    ap = argparse.ArgumentParser(prog="python -m perfmodel.report.pipeline",
                                  description="Bookkeeping of the paper pipeline.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("stale", help="rerun (or, with --check, report) notebooks whose "
