@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfmodel.cli import main
+from perfmodel.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "data" / "example" / "example_trace.csv"
@@ -232,7 +232,7 @@ def test_help_offers_random_state_and_hides_seed(command, capsys):
 
 
 def test_no_subcommand_shows_seed_in_help(capsys):
-    from perfmodel.cli import build_parser
+    from perfmodel.cli.main import build_parser
 
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     for name in sub.choices:
@@ -270,7 +270,7 @@ def test_random_state_must_be_an_integer(tmp_path, capsys):
 def test_auto_model_is_the_registry_default(capsys):
     import pandas as pd
 
-    from perfmodel.cli import resolve_model
+    from perfmodel.cli.main import resolve_model
     from perfmodel.core.model import RECOMMENDED
 
     bs = pd.DataFrame({"batch_size": [1], "total_tokens": [3]})

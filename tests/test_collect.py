@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from perfmodel.cli.collect import _parse_param, add_collect_parser, run_collect
 from perfmodel.data.collect import (
     WORKLOADS,
-    add_collect_parser,
     drive,
     flag_contended,
     make_workload,
@@ -27,12 +27,10 @@ from perfmodel.data.collect.vllm_collector import (
     TRACE_COLUMNS,
     StepResult,
     StepSched,
-    _parse_param,
     build_metadata,
     closed_loop_summary,
     reproduce_command,
     resolve_model_config,
-    run_collect,
     write_csv_atomic,
     write_json_atomic,
 )
@@ -360,7 +358,7 @@ def _fake_collect(model_config, workload, steps, seed, out, *, calibration_steps
 @pytest.mark.parametrize("workload", ["mixed", "closed_loop"])
 def test_cli_collect_json_prints_the_final_summary(tmp_path, capsys, monkeypatch, where,
                                                     workload):
-    from perfmodel.cli import main
+    from perfmodel.cli.main import main
     from perfmodel.data.collect import vllm_collector
 
     monkeypatch.setattr(vllm_collector, "collect_vllm", _fake_collect)
@@ -390,7 +388,7 @@ def test_cli_collect_json_prints_the_final_summary(tmp_path, capsys, monkeypatch
                     reason="needs an environment without vLLM")
 @pytest.mark.parametrize("json_flag", [[], ["--json"]])
 def test_cli_collect_without_vllm_is_one_error_line(tmp_path, capsys, monkeypatch, json_flag):
-    from perfmodel.cli import main
+    from perfmodel.cli.main import main
     from perfmodel.data.collect import vllm_collector
 
     # keep this process's environment (TMPDIR, OMP_NUM_THREADS ...) as it is

@@ -166,7 +166,7 @@ def test_load_trace_arg_splitwise_group(fetch_or_skip):
 
 
 def test_cli_compare_writes_refuses_overwrite_and_emits_json(tmp_path, capsys):
-    from perfmodel.cli import main
+    from perfmodel.cli.main import main
 
     trace = tmp_path / "t.csv"
     synthetic(n_cfg=30, reps=2).to_csv(trace, index=False)
@@ -194,7 +194,7 @@ def test_cli_compare_writes_refuses_overwrite_and_emits_json(tmp_path, capsys):
 @pytest.mark.parametrize("drop_config", [False, True])
 def test_cli_compare_without_replicates_says_the_floor_is_not_available(tmp_path, capsys,
                                                                         drop_config):
-    from perfmodel.cli import main
+    from perfmodel.cli.main import main
 
     d = synthetic(n_cfg=30, reps=1)  # every configuration once: nothing repeated
     if drop_config:

@@ -8,9 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from perfmodel.cli.factors import add_factors_arguments, factors_command
 from perfmodel.decisions.factors import (
-    add_factors_arguments,
-    factors_command,
     secondary_factors,
     step_factor_table,
 )

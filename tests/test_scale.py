@@ -150,7 +150,7 @@ def test_bad_input_raises_input_error(call, needle):
 
 
 def test_scales_table_and_cli_choices():
-    from perfmodel.cli import build_parser
+    from perfmodel.cli.main import build_parser
 
     assert list(SCALES) == ["log", "weight", "absolute"]
     assert all(isinstance(s, FitScale) for s in SCALES.values())

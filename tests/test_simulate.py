@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from perfmodel.cli.simulate import add_simulate_arguments, simulate_command
 from perfmodel.core.model import get_model
 from perfmodel.decisions.simulate import (
-    add_simulate_arguments,
     batch_features,
     compare_to_run,
     estimate_step_overhead,
@@ -25,7 +25,6 @@ from perfmodel.decisions.simulate import (
     poisson_arrivals,
     run_setup,
     simulate_closed_loop,
-    simulate_command,
     simulate_open_loop,
     validate_closed_loop,
 )

@@ -16,12 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from perfmodel.cli.sla import add_sla_arguments, sla_command
 from perfmodel.core.fit import fit_model
 from perfmodel.core.model import get_model
 from perfmodel.core.results import FitResult
 from perfmodel.decisions.sla import (
     Predictor,
-    add_sla_arguments,
     frontier,
     max_batch,
     max_tokens,
@@ -29,7 +29,6 @@ from perfmodel.decisions.sla import (
     plot_frontier,
     recommend_token_budget,
     schedule_batch_with_sla,
-    sla_command,
 )
 from perfmodel.errors import InputError
 from perfmodel.stats.predictive import PredictiveDistribution

@@ -46,8 +46,6 @@ from perfmodel.errors import InputError
 
 __all__ = [
     "FactorResult",
-    "add_factors_arguments",
-    "factors_command",
     "secondary_factors",
     "step_factor_table",
 ]
@@ -286,35 +284,3 @@ def secondary_factors(df: pd.DataFrame, tokens: int, tol: int = 0, *, fit=None, 
             out.residual_rf_cv_r2 = _rf(feats[usable].to_numpy(float), res, seed,
                                         int(n_estimators), int(cv))[1]
     return out
-
-
-# ---------------------------------------------------------------------------
-# CLI helpers (wired by perfmodel/cli.py)
-# ---------------------------------------------------------------------------
-
-def add_factors_arguments(parser) -> None:
-    """Add ``perfmodel factors`` options to an argparse (sub)parser."""
-    parser.add_argument("trace", metavar="TRACE", help="step trace (csv/parquet/jsonl)")
-    parser.add_argument("--tokens", type=int, required=True, help="the fixed token count S")
-    parser.add_argument("--tol", type=int, default=0, help="accept |S - tokens| <= tol")
-    parser.add_argument("--fit", default=None, metavar="FIT.json",
-                        help="fitted model: how much of the variance it already explains")
-    from perfmodel.cli import add_random_state_argument
-
-    add_random_state_argument(parser, "the random forest and its cross-validation")
-    parser.add_argument("--n-estimators", type=int, default=200)
-
-
-def factors_command(args) -> tuple[str, dict]:
-    """Run ``perfmodel factors``; return (text, JSON-safe dict)."""
-    from perfmodel.data.trace import read_trace
-
-    df = read_trace(args.trace)
-    fit = None
-    if getattr(args, "fit", None):
-        from perfmodel.core.results import FitResult
-
-        fit = FitResult.from_json(args.fit)
-    r = secondary_factors(df, args.tokens, args.tol, fit=fit, seed=args.seed,
-                          n_estimators=args.n_estimators)
-    return r.report(), r.to_dict()

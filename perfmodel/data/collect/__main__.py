@@ -1,13 +1,14 @@
 """Stand-alone runner: ``python -m perfmodel.data.collect vllm --model-config ... -o ...``.
 
-Temporary until ``perfmodel collect vllm`` is wired into ``perfmodel/cli.py``.
+The same as ``perfmodel collect vllm ...``; the arguments live in :mod:`perfmodel.cli.collect`
+(an entry point may import the CLI layer: nothing imports it).
 """
 from __future__ import annotations
 
 import argparse
 import sys
 
-from perfmodel.data.collect.vllm_collector import add_vllm_arguments
+from perfmodel.cli.collect import add_vllm_arguments
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,7 +9,6 @@ plus rename), so a failed run leaves no truncated file behind.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import sys
@@ -18,68 +17,18 @@ from pathlib import Path
 import numpy as np
 
 from perfmodel import __version__
-from perfmodel._io import atomic_write_text, check_output_path, json_safe
+from perfmodel._io import atomic_write_text, json_safe
+from perfmodel.cli import collect as cli_collect
+from perfmodel.cli import compare as cli_compare
+from perfmodel.cli import factors as cli_factors
+from perfmodel.cli import simulate as cli_simulate
+from perfmodel.cli import sla as cli_sla
+from perfmodel.cli.common import Parser, UsageError, add_random_state_argument, check_output, emit
 from perfmodel.errors import PerfmodelError
 
 #: the default model and loss; chosen from held-out measurements (README, "Defaults")
 DEFAULT_MODEL = "auto"
 DEFAULT_LOSS = "linear"
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with a one-line error message and exit status 2."""
-
-    def error(self, message):  # pragma: no cover - exercised through main()
-        raise _UsageError(f"{self.prog}: {message}")
-
-
-class _UsageError(Exception):
-    pass
-
-
-class _DeprecatedAlias(argparse.Action):
-    """A hidden old spelling of an option: stores like the new one and warns on stderr."""
-
-    def __init__(self, option_strings, dest, new_option: str = "", **kwargs):
-        self.new_option = new_option
-        super().__init__(option_strings, dest, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(f"perfmodel: warning: {option_string} is deprecated, use {self.new_option}",
-              file=sys.stderr)
-        setattr(namespace, self.dest, values)
-
-
-def add_random_state_argument(parser: argparse.ArgumentParser, what: str,
-                              default: int = 0) -> None:
-    """``--random-state N``: the random seed of a sub-command (stored as ``args.seed``).
-
-    The option was called ``--seed``, a word that also names the source-form
-    model (``--model seed``); ``--seed N`` still works as a hidden,
-    deprecated alias (it warns on stderr).
-    """
-    parser.add_argument("--random-state", dest="seed", type=int, default=default, metavar="N",
-                        help=f"random seed of {what} (default: %(default)s)")
-    parser.add_argument("--seed", dest="seed", type=int, default=argparse.SUPPRESS,
-                        action=_DeprecatedAlias, new_option="--random-state",
-                        help=argparse.SUPPRESS)
-
-
-def _emit(args, text: str, obj) -> None:
-    if getattr(args, "json", False):
-        print(json.dumps(json_safe(obj), indent=2, allow_nan=False))
-    else:
-        print(text)
-
-
-def _check_output(path, force: bool) -> Path:
-    p = Path(path)
-    if p.exists() and not force:
-        raise PerfmodelError(f"output {p} exists; pass --force to overwrite it")
-    if not p.parent.exists():
-        raise PerfmodelError(f"output folder {p.parent} does not exist")
-    check_output_path(p, force=True)  # a device, FIFO, link or folder: refused before any work
-    return p
 
 
 def resolve_model(name: str, df) -> str:
@@ -96,7 +45,7 @@ def cmd_fit(args):
     from perfmodel.core.fit import fit_model
     from perfmodel.data.trace import read_trace, trace_sha256
 
-    out = _check_output(args.output, args.force)
+    out = check_output(args.output, args.force)
     df = read_trace(args.trace, drop_invalid=args.drop_invalid)
     model = resolve_model(args.model, df)
     window = tuple(args.outlier_window) if args.outlier_window else None
@@ -120,21 +69,15 @@ def cmd_fit(args):
         summary["bootstrap"] = bs.to_dict()
     atomic_write_text(out, json.dumps(json_safe(summary), indent=2, allow_nan=False) + "\n",
                       force=args.force)
-    _emit(args, res.fit_report() + f"\n\nwrote {out}", summary)
+    emit(args, res.fit_report() + f"\n\nwrote {out}", summary)
     return 0
 
 
-#: sub-command -> the module that implements it
-_DELEGATED = {"sla": "perfmodel.decisions.sla", "compare": "perfmodel.stats.compare",
-              "simulate": "perfmodel.decisions.simulate", "factors": "perfmodel.decisions.factors"}
-
-
-def _delegate(module: str):
-    """A sub-command implemented beside its module: ``<module>_command(args) -> (text, obj)``."""
+def _delegate(command):
+    """A sub-command from a ``perfmodel.cli`` module: ``command(args) -> (text, obj)``."""
     def run(args):
-        mod = importlib.import_module(_DELEGATED[module])
-        text, obj = getattr(mod, f"{module}_command")(args)
-        _emit(args, text, obj)
+        text, obj = command(args)
+        emit(args, text, obj)
         return 0
     return run
 
@@ -147,14 +90,14 @@ def _load_fit(path):
 
 def cmd_report(args):
     res = _load_fit(args.fit)
-    _emit(args, res.fit_report(), res.summary())
+    emit(args, res.fit_report(), res.summary())
     return 0
 
 
 def cmd_predict(args):
     from perfmodel.data.trace import read_trace
 
-    out = _check_output(args.output, args.force)
+    out = check_output(args.output, args.force)
     res = _load_fit(args.fit)
     df = read_trace(args.trace, drop_invalid=args.drop_invalid, require_duration=False)
     pred = res.predict(df)
@@ -163,7 +106,7 @@ def cmd_predict(args):
     atomic_write_text(out, table.to_csv(index=False), force=args.force)
     obj = {"output": str(out), "rows": len(table), "model": res.model_name,
            "mean_predicted_ms": float(np.mean(pred))}
-    _emit(args, f"wrote {len(table)} rows with predicted_ms to {out}", obj)
+    emit(args, f"wrote {len(table)} rows with predicted_ms to {out}", obj)
     return 0
 
 
@@ -183,7 +126,7 @@ def cmd_diagnose(args):
     table = residual_table(resid[idx], f["B"][idx], f["S"][idx], order=np.arange(len(idx)))
     text = (f"residual tests on the fit's scale, {scale.name} ({scale.residual_text}), "
             f"n = {len(resid)}, time-ordered\n" + table.to_string(index=False))
-    _emit(args, text, {"residual_scale": scale.name, "residual": scale.residual_text,
+    emit(args, text, {"residual_scale": scale.name, "residual": scale.residual_text,
                        "n": len(resid), "tests": json.loads(table.to_json(orient="records"))})
     return 0
 
@@ -194,9 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     from perfmodel.core.scale import DEFAULT as DEFAULT_SCALE
     from perfmodel.core.scale import SCALES
 
-    p = _Parser(prog="perfmodel", description="Step-latency models for LLM serving engines.")
+    p = Parser(prog="perfmodel", description="Step-latency models for LLM serving engines.")
     p.add_argument("--version", action="version", version=f"perfmodel {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     def common(sp, out=False, js=True, fit_arg=False):
         if fit_arg and not any(a.dest == "fit" for a in sp._actions):
@@ -253,22 +196,23 @@ def build_parser() -> argparse.ArgumentParser:
     common(d)
     d.set_defaults(func=cmd_diagnose)
 
-    # sub-commands whose options live beside their implementation
-    for name, text, kw in (
-        ("sla", "largest step size meeting a latency target", {"fit_arg": True}),
-        ("compare", "compare models and baselines by cross-validation", {"out": True}),
-        ("simulate", "simulate a continuous-batching server", {"fit_arg": True}),
-        ("factors", "secondary-factor analysis at a fixed step size", {}),
+    # sub-commands with a module of their own in perfmodel/cli/
+    for name, text, kw, add_arguments, command in (
+        ("sla", "largest step size meeting a latency target", {"fit_arg": True},
+         cli_sla.add_sla_arguments, cli_sla.sla_command),
+        ("compare", "compare models and baselines by cross-validation", {"out": True},
+         cli_compare.add_compare_arguments, cli_compare.compare_command),
+        ("simulate", "simulate a continuous-batching server", {"fit_arg": True},
+         cli_simulate.add_simulate_arguments, cli_simulate.simulate_command),
+        ("factors", "secondary-factor analysis at a fixed step size", {},
+         cli_factors.add_factors_arguments, cli_factors.factors_command),
     ):
         sp = sub.add_parser(name, help=text)
-        mod = importlib.import_module(_DELEGATED[name])
-        getattr(mod, f"add_{name}_arguments")(sp)
+        add_arguments(sp)
         common(sp, **kw)
-        sp.set_defaults(func=_delegate(name))
+        sp.set_defaults(func=_delegate(command))
 
-    from perfmodel.data.collect import add_collect_parser
-
-    add_collect_parser(sub)
+    cli_collect.add_collect_parser(sub)
     return p
 
 
@@ -278,7 +222,7 @@ def main(argv=None) -> int:
         parser = build_parser()
         args = parser.parse_args(argv)
         return int(args.func(args) or 0)
-    except _UsageError as e:
+    except UsageError as e:
         print(f"perfmodel: error: {e}", file=sys.stderr)
         return 2
     except (PerfmodelError, ValueError, OSError, KeyError) as e:
