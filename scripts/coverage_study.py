@@ -31,12 +31,12 @@ import time
 from pathlib import Path
 
 from perfmodel.errors import InputError
+from perfmodel.report.tables import coverage_tex
 from perfmodel.stats.coverage import (
     GOAL,
     RECOMMENDED,
     SCENARIOS,
     coverage_table,
-    coverage_tex,
     run_study,
     summarize,
 )

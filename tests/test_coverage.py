@@ -49,7 +49,9 @@ def test_mcse_formula_and_tables(small):
     wide = C.coverage_table(summ)
     assert list(wide.columns[-1:]) == ["all"] and len(wide) == 2
     assert all("(" in c for c in wide["all"])
-    tex = C.coverage_tex(summ)
+    from perfmodel.report.tables import coverage_tex
+
+    tex = coverage_tex(summ)
     assert r"\begin{tabular}" in tex and r"$\tau_{0}$" in tex and "boot-residual" in tex
 
 

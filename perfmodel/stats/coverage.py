@@ -85,7 +85,6 @@ __all__ = [
     "STUDY_SIGMA",
     "STUDY_TRUTH",
     "coverage_table",
-    "coverage_tex",
     "run_replicate",
     "run_study",
     "summarize",
@@ -350,25 +349,3 @@ def coverage_table(summary: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     wide = cell.pivot_table(index=["scenario", "relative", "method"], columns="parameter",
                             values="cell", aggfunc="first", sort=False)
     return wide[params].reset_index()
-
-
-def _head(p: str) -> str:
-    if "_" not in p:
-        return p
-    base, sub = p.split("_", 1)
-    return rf"${chr(92) + base if base == 'tau' else base}_{{{sub}}}$"
-
-
-def coverage_tex(summary: pd.DataFrame, digits: int = 3) -> str:
-    """The coverage table as a booktabs ``tabular`` (:func:`perfmodel.report.paperio.table_tex`);
-    the recommended method of each noise type is marked with a dagger."""
-    from perfmodel.report.paperio import latex_escape, table_tex
-
-    wide = coverage_table(summary, digits)
-    wide["method"] = [latex_escape(m) + (r"$^\dagger$" if RECOMMENDED.get(s) == m else "")
-                      for s, m in zip(wide["scenario"], wide["method"])]
-    heads = {p: _head(p) for p in wide.columns if p not in ("scenario", "relative", "method")}
-    breaks = [i for i in range(1, len(wide)) if wide["scenario"].iloc[i] != wide["scenario"].iloc[i - 1]]
-    fmt = {"method": lambda v: v}
-    return table_tex(wide, columns={"relative": "fit scale", **heads}, formats=fmt,
-                     midrules=breaks)
