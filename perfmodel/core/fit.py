@@ -9,7 +9,7 @@ by iteratively reweighted least squares).  The generic core,
 :func:`fit_curve`, is a thin layer over :func:`scipy.optimize.least_squares`
 (trust-region reflective, ``x_scale='jac'``) that adds the covariance and
 standard errors; it is verified against the certified values of the 27 NIST
-StRD non-linear regression problems (``tests/test_nist.py``).
+StRD non-linear regression problems (``tests/core/test_nist.py``).
 :func:`fit_model` fits a member of :mod:`perfmodel.core.model` to a step trace:
 relative-error options, median scaling of the features, the heuristic
 initialisation and a seeded multi-start (docs/model.md, Fitting).
@@ -177,7 +177,7 @@ def fit_curve(func: Callable, xdata, ydata, p0, *, jac: Callable | None = None,
     Notes
     -----
     Verified against the certified parameters and standard errors of the
-    NIST StRD non-linear regression problems (``tests/test_nist.py``).
+    NIST StRD non-linear regression problems (``tests/core/test_nist.py``).
 
     Examples
     --------

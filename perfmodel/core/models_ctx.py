@@ -69,7 +69,7 @@ request's context growing by one (``ctx_sum + 1``, ``A + c_i`` for a chunk).
   (``S / (1 - e^{-k S})`` is increasing in ``S`` because
   ``1 - e^{-x} - x e^{-x} >= 0``), so ``T`` never decreases when a token is
   added, for all ``S >= 1``.  Checked over the fitted parameter box by a
-  hypothesis property test (``tests/test_compare.py``).
+  hypothesis property test (``tests/stats/test_compare.py``).
 * ``seed_id``, ``seed_kv``, ``seed_attn``, ``seed_attn_kv``: with ``a_0 > 0``
   (or ``a_attn A > 0``) the core ``W/(u v)`` falls from ``+inf`` at small ``S``
   (docs/model.md, Monotonicity); ``T`` rises with a token only once ``S`` is past

@@ -65,7 +65,7 @@ exact mean does not exist.
 
 Verification
 ------------
-``tests/test_scale.py``: ``inverse(mu, residual(y, mu)) == y`` to 1e-12 on
+``tests/core/test_scale.py``: ``inverse(mu, residual(y, mu)) == y`` to 1e-12 on
 every scale; the Jacobian factor against finite differences of the residual;
 ``sqrt(weights) * (target - link)`` equals ``-residual`` (the residual
 :func:`perfmodel.core.fit.fit_curve` minimises); quantile and cdf invert each

@@ -26,7 +26,7 @@ each configuration's true mean.  ``oracle_mape_sample`` is the uncorrected
 value (a strict lower bound for n >= 2, exact for the in-sample mean).
 
 Verified on synthetic replicates with known log-normal noise and a known
-multiplicative drift (``tests/test_noise.py``).
+multiplicative drift (``tests/data/test_noise.py``).
 """
 from __future__ import annotations
 

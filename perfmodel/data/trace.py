@@ -853,7 +853,7 @@ def step_features(df, *, counts_keys: bool = False) -> dict[str, np.ndarray]:
     * with ``counts_keys``, also :data:`perfmodel.data.features.COUNT_KEYS`
       (``n_decode``, ``n_prefill``, ``s_prefill``, ``max_chunk``).
 
-    Verified against hand-computed values in ``tests/test_trace.py``.
+    Verified against hand-computed values in ``tests/data/test_trace.py``.
 
     Parameters
     ----------

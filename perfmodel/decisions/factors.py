@@ -30,7 +30,7 @@ a random forest (``sklearn.ensemble.RandomForestRegressor``, seeded) with
 out-of-bag R^2 and ``cv``-fold cross-validated R^2 (shuffled ``KFold``,
 seeded), and permutation importance (``sklearn.inspection``) on a held-out
 quarter (the decrease of R^2 when a feature is shuffled).  Verified on
-synthetic slices with a known driver in ``tests/test_factors.py``.
+synthetic slices with a known driver in ``tests/decisions/test_factors.py``.
 """
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ For the saturation members, with ``u = 1 - e^{-k_B B}``, ``v = 1 - e^{-k_S S}``,
 Other models (anything with ``.predict``) fall back to central differences
 with step ``h = 1e-4 * max(|x|, 1)`` (truncation error ``O(h^2)``), treating
 ``B`` and ``S`` as continuous.  The closed forms are verified against
-central differences in ``tests/test_sensitivity.py``.
+central differences in ``tests/decisions/test_sensitivity.py``.
 
 Derived quantities: elasticities ``e_B = dT/dB * B / T`` and
 ``e_S = dT/dS * S / T`` (the % change of T per % change of B or S);

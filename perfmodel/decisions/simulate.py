@@ -50,7 +50,7 @@ Metrics
 (vLLM's benchmark definition; undefined for ``O = 1``);
 ``e2e = finish - arrival``; output tokens/s ``= sum O / makespan`` with the
 makespan from the first arrival to the last finish.  Checked against
-hand-computed schedules in ``tests/test_simulate.py``.
+hand-computed schedules in ``tests/decisions/test_simulate.py``.
 
 Validation
 ----------

@@ -30,7 +30,7 @@ a target below the smallest predicted time on the allowed domain
 reports both ``rising_from`` (the model's, which can be below ``B``) and
 ``search_from = max(B, rising_from)``, the smallest ``S`` the search
 considers (``S >= B``: each request computes at least one token).  These properties
-are checked with hypothesis in ``tests/test_sla.py``.
+are checked with hypothesis in ``tests/decisions/test_sla.py``.
 
 Uncertainty
 -----------

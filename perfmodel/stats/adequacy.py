@@ -24,7 +24,7 @@ Verified against statsmodels (``anova_lm`` on nested OLS models,
 ``OLSResults.compare_f_test`` / ``compare_lr_test``, OLS slope p-values)
 and against a published lack-of-fit example (SAS/STAT's replicated
 response-surface data, F = 22.0689, p = 0.0151209); see
-``tests/test_adequacy.py``.
+``tests/stats/test_adequacy.py``.
 """
 from __future__ import annotations
 

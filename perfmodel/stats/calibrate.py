@@ -46,7 +46,7 @@ recomputes requests, and the lock-step assumption fails).
 Verification: on synthetic rows built by integrating a known ``seed_id``
 theta the calibration recovers the step predictions to 1e-6 relative, and
 the integrated Jacobian equals central finite differences
-(``tests/test_calibrate.py``).
+(``tests/stats/test_calibrate.py``).
 """
 from __future__ import annotations
 
@@ -163,7 +163,7 @@ def static_batch_steps(B, L) -> tuple[dict[str, np.ndarray], np.ndarray]:
     :func:`perfmodel.data.features.uniform_batch_features` (every request of a step
     has the same chunk and context; verified equal to
     :func:`perfmodel.data.features.batch_features`, step by step, in
-    ``tests/test_calibrate.py``).
+    ``tests/stats/test_calibrate.py``).
 
     Row ``r`` owns steps ``starts[r] .. starts[r] + L[r] - 1``: first the
     prefill (chunk ``L``, context 0 for each of the ``B`` requests), then

@@ -12,7 +12,7 @@ Each test returns a small :class:`~typing.NamedTuple` (``statistic``,
 ``pvalue`` and what else it needs). Every function checks its input first and
 raises :class:`perfmodel.errors.InputError` naming the argument.
 
-Verification (``tests/test_diagnostics.py``): every statistic and p-value
+Verification (``tests/stats/test_diagnostics.py``): every statistic and p-value
 equals the statsmodels/scipy function called directly on the same residuals
 to a relative 1e-10; Breusch-Pagan, Durbin-Watson and Ljung-Box also match
 values computed with R (``lmtest::bptest``, ``car::durbinWatsonTest``,

@@ -57,7 +57,7 @@ and point; :class:`perfmodel.decisions.sla.Predictor` used raw uncentred residua
 
 Verification
 ------------
-``tests/test_predictive.py``: the delta quantile against the log-normal
+``tests/stats/test_predictive.py``: the delta quantile against the log-normal
 quantile of a synthetic trace with known noise
 (:func:`perfmodel.core.synthetic.simulate_trace`); quantile and cdf invert each
 other; the band's upper prediction limit at level 0.90 equals the

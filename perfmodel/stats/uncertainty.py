@@ -41,7 +41,7 @@ on scipy's own bootstrap distribution of a mean to 1e-12; HC0/HC3/HAC
 sandwich covariances reproduce statsmodels ``OLS(...).fit(cov_type=...)`` on
 a linear model to 1e-10; the F-profile interval of a linear model reproduces
 the t interval (statsmodels ``conf_int``) to 1e-6
-(``tests/test_uncertainty.py``).  Coverage of every method is measured by
+(``tests/stats/test_uncertainty.py``).  Coverage of every method is measured by
 :mod:`perfmodel.stats.coverage`.
 
 References
@@ -578,7 +578,7 @@ def bca_interval(theta_hat, samples, jackknife, alpha: float = 0.05):
     -----
     Verified against :func:`scipy.stats.bootstrap` (``method='BCa'``) on the
     mean of a skewed sample, fed scipy's own ``bootstrap_distribution``:
-    equal to 1e-12 (``tests/test_uncertainty.py``).
+    equal to 1e-12 (``tests/stats/test_uncertainty.py``).
     """
     th = np.atleast_1d(np.asarray(theta_hat, float))
     s = np.asarray(samples, float)
@@ -645,7 +645,7 @@ def studentized_interval(theta_hat, se_hat, samples, se_samples, alpha: float = 
     -----
     Verified against ``arch.bootstrap.IIDBootstrap.conf_int(method='studentized')``
     on the same resamples (arch scales by the bootstrap sd; fed that, the two
-    agree to 1e-12; ``tests/test_uncertainty.py``).
+    agree to 1e-12; ``tests/stats/test_uncertainty.py``).
     """
     th = np.atleast_1d(np.asarray(theta_hat, float))
     sh = np.atleast_1d(np.asarray(se_hat, float))
@@ -1371,7 +1371,7 @@ def confidence_band(fit, feats, alpha: float = 0.05, method: str = "delta", boot
     Notes
     -----
     The same numbers as ``PredictiveDistribution(fit, boot).band(feats, 1 - alpha)``'s
-    ``mean_lower``/``mean_upper`` (``tests/test_predictive.py``).
+    ``mean_lower``/``mean_upper`` (``tests/stats/test_predictive.py``).
     """
     return _band(fit, feats, alpha, method, boot, False, 0, "confidence_band")
 
@@ -1401,6 +1401,6 @@ def prediction_band(fit, feats, alpha: float = 0.05, method: str = "delta", boot
     -----
     Verified: the upper limit at ``alpha = 0.10`` equals the 0.95-quantile of
     :func:`perfmodel.decisions.sla.max_tokens_quantile` at the same point to 1e-10
-    (``tests/test_predictive.py``).
+    (``tests/stats/test_predictive.py``).
     """
     return _band(fit, feats, alpha, method, boot, True, seed, "prediction_band", n_draws)

@@ -38,7 +38,7 @@ per request over its slab, in one of two backends:
 
 The equivalence of a packed step with running each request alone, and of a
 chunked prefill with a one-shot prefill, is checked in
-``tests/test_collect_torch.py`` in float32 (max abs difference < 1e-5); on the
+``tests/data/test_collect_torch.py`` in float32 (max abs difference < 1e-5); on the
 GPU :func:`collect` first checks both backends against SDPA's math kernel on a
 one-layer copy of the model (:func:`check_backends`) and uses ``flash_varlen``
 only if it agrees, else ``sdpa``.
@@ -939,7 +939,7 @@ def noise_floor(df, *, window: int = 201, drift_by: str | None = "phase",
     replicate to the per-config geometric mean, and the drift's range.
 
     Verified against synthetic replicates with a known 5% sd
-    (tests/test_collect_torch.py: median CV of 3 draws ~ 0.05 * 0.83).
+    (tests/data/test_collect_torch.py: median CV of 3 draws ~ 0.05 * 0.83).
     """
     need = {"config", "replicate", "duration_ms", "step"}
     if not hasattr(df, "columns") or not need <= set(df.columns):

@@ -31,7 +31,7 @@ from perfmodel.data.trace import parse_int_list, read_trace, step_features, vali
 from perfmodel.errors import InputError
 
 N = 20_000
-EXAMPLE = Path(__file__).resolve().parents[1] / "data" / "example" / "example_trace.csv"
+EXAMPLE = Path(__file__).resolve().parents[2] / "data" / "example" / "example_trace.csv"
 
 
 @pytest.fixture(scope="module")

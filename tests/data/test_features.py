@@ -27,7 +27,7 @@ from perfmodel.decisions import simulate
 from perfmodel.errors import InputError
 from perfmodel.stats import baselines
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "data" / "example" / "example_trace.csv"
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from perfmodel.cli.main import main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "data" / "example" / "example_trace.csv"
 
 

@@ -558,7 +558,7 @@ def test_decorrelation_lag_equals_statsmodels_acf_and_fits_the_default_block():
                                                                                 random_state=0)
     assert va.decorrelation_lag(two) == va.decorrelation_lag(df)
     # the committed vLLM-CPU mixed traces of llama-small decorrelate within the default block
-    root = Path(__file__).resolve().parents[1] / "data" / "vllm-cpu" / "llama-small"
+    root = Path(__file__).resolve().parents[2] / "data" / "vllm-cpu" / "llama-small"
     lags = [va.decorrelation_lag(read_trace(root / f"mixed-r{i}.csv")) for i in (1, 2, 3)]
     assert lags == [17, 17, 17] and max(lags) <= va.DEFAULT_BLOCK
     with pytest.raises(InputError, match="`threshold` must be"):

@@ -14,7 +14,7 @@ import pytest
 from perfmodel.errors import InputError
 from perfmodel.report import paperio as pio
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # --- numbers -----------------------------------------------------------------
@@ -290,7 +290,7 @@ def test_paper_output_override_keeps_the_paper_untouched(tmp_path, monkeypatch):
     """Under nbval (make test) outputs go to PERFMODEL_PAPER_OUTPUT, never into the paper."""
     from perfmodel.report import paperio
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     monkeypatch.setenv("PERFMODEL_PAPER_OUTPUT", str(tmp_path / "scratch"))
     paper = paperio.notebook_setup(repo, "zz_override_test", style=False)
     paper.numbers({"ZzOverride": 1})

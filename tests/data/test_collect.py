@@ -317,7 +317,7 @@ def test_stored_commands_with_the_deprecated_seed_option_still_parse(capsys):
     """Metadata in data/ records commands with --seed (now --random-state): they still run."""
     from pathlib import Path
 
-    meta_path = (Path(__file__).resolve().parents[1] / "data" / "vllm-cpu" / "llama-small"
+    meta_path = (Path(__file__).resolve().parents[2] / "data" / "vllm-cpu" / "llama-small"
                  / "mixed-r1.meta.json")
     meta = json.loads(meta_path.read_text())
     argv = shlex.split(meta["command"])

@@ -21,7 +21,7 @@ from perfmodel._io import sha256_file
 from perfmodel.data.collect_torch import harness as H
 from perfmodel.errors import InputError
 
-CONFIG = Path(__file__).resolve().parents[1] / "perfmodel" / "data" / "configs" / "llama-gpu-tiny.json"
+CONFIG = Path(__file__).resolve().parents[2] / "perfmodel" / "data" / "configs" / "llama-gpu-tiny.json"
 TOL = 1e-5
 
 
