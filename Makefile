@@ -8,6 +8,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.installed
+# every package source, at any depth of the layout (perfmodel/<layer>/<package>/*.py)
+PKG_SOURCES := $(wildcard perfmodel/*.py perfmodel/*/*.py perfmodel/*/*/*.py)
 QUICK ?=
 # public datasets are read from this mirror when it exists (CI sets it too)
 MIRROR_DEFAULT := $(abspath ../shared/data/external)
@@ -62,7 +64,7 @@ build:
 	@mkdir -p build
 
 # the example fit (the main job before the notebooks existed; still part of reproduce)
-build/example_fit.json: $(VENV_STAMP) data/example/example_trace.csv perfmodel/*.py | build
+build/example_fit.json: $(VENV_STAMP) data/example/example_trace.csv $(PKG_SOURCES) | build
 	$(VENV)/bin/perfmodel fit data/example/example_trace.csv --model seed_id -o $@ --force \
 	  > build/example_fit_report.txt
 	@echo "wrote $@ and build/example_fit_report.txt"
@@ -74,13 +76,13 @@ include notebooks/pipeline.mk
 # a paper output changed outside the pipeline (e.g. a notebook run by hand with the output
 # folder pointed at the repository) makes its notebook rerun
 reproduce: $(VENV_STAMP)
-	@$(PY) -m perfmodel.pipeline stale --build $(NB_BUILD)
+	@$(PY) -m perfmodel.report.pipeline stale --build $(NB_BUILD)
 	@$(MAKE) --no-print-directory fit-example paper
 	@echo "reproduce: done"
 
 # generated outputs differ from what the pipeline last wrote: exit 1 naming them
 check-outputs: $(VENV_STAMP)
-	@$(PY) -m perfmodel.pipeline stale --build $(NB_BUILD) --check
+	@$(PY) -m perfmodel.report.pipeline stale --build $(NB_BUILD) --check
 
 # the paper's numbers and tables are identical under each BLAS kernel (reruns every notebook
 # per kernel into build/blas-check/<kernel>; QUICK=1 for small parameters)
@@ -91,7 +93,7 @@ check-blas: $(VENV_STAMP)
 	      NB_BUILD=build/blas-check/$$k/notebooks build/blas-check/$$k/paper/numbers.tex \
 	    || exit 1; \
 	done
-	$(PY) -m perfmodel.pipeline compare $(addprefix build/blas-check/,$(BLAS_KERNELS))
+	$(PY) -m perfmodel.report.pipeline compare $(addprefix build/blas-check/,$(BLAS_KERNELS))
 
 # JupyterLab on the project's environment, rooted at the repository, with inline figures.
 # Notebooks run here write their figures/tables/numbers to build/scratch (never to the

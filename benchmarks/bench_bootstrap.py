@@ -1,6 +1,6 @@
 """Benchmark: 1,000 bootstrap resamples of a 5,000-step synthetic trace.
 
-Times :func:`perfmodel.uncertainty.bootstrap` (pairs scheme, percentile
+Times :func:`perfmodel.stats.uncertainty.bootstrap` (pairs scheme, percentile
 intervals, warm starts from the full-data fit, one start per resample) with
 ``--jobs`` joblib workers, and, in the same process, ``--singles``
 sequential single fits of the full trace from a cold start
@@ -11,7 +11,7 @@ Prints both wall times and their ratio (bootstrap / singles); the target is
 a bootstrap of <= 30 s on the 2-core development machine.  The machine is
 shared: absolute times drift with its load, the ratio less so.
 
-Trace: :func:`perfmodel.synthetic.simulate_trace` of ``seed_id`` at its
+Trace: :func:`perfmodel.core.synthetic.simulate_trace` of ``seed_id`` at its
 default truth, 5,000 steps, 3% multiplicative noise, seed 0; log-scale fit.
 
 Usage::
@@ -26,10 +26,10 @@ import time
 
 from threadpoolctl import threadpool_limits
 
-from perfmodel.fit import fit_model
-from perfmodel.synthetic import simulate_trace
-from perfmodel.trace import step_features
-from perfmodel.uncertainty import bootstrap
+from perfmodel.core.fit import fit_model
+from perfmodel.core.synthetic import simulate_trace
+from perfmodel.data.trace import step_features
+from perfmodel.stats.uncertainty import bootstrap
 
 
 def main(argv=None):

@@ -5,7 +5,7 @@ noise), times
 
 * ``bare``: ``scipy.optimize.least_squares`` on the same log residuals and
   analytic Jacobian from the same start (trf, x_scale='jac', same tolerances);
-* ``perfmodel n_starts=1``: :func:`perfmodel.fit.fit_model` from that start
+* ``perfmodel n_starts=1``: :func:`perfmodel.core.fit.fit_model` from that start
   (validation, median scaling, covariance, FitResult);
 * ``perfmodel default``: the CLI default (8 seeded starts).
 
@@ -21,8 +21,8 @@ import time
 import numpy as np
 from scipy import optimize
 
-from perfmodel.fit import fit_model
-from perfmodel.model import get_model
+from perfmodel.core.fit import fit_model
+from perfmodel.core.model import get_model
 
 TRUTH = np.array([5.0, 2.0, 0.05, 0.3, 0.02, 0.05, 0.002])
 

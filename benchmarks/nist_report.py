@@ -1,7 +1,7 @@
-"""NIST StRD non-linear regression report for perfmodel.fit.fit_curve.
+"""NIST StRD non-linear regression report for perfmodel.core.fit.fit_curve.
 
 Fits each of the 27 problems from both NIST starting points (analytic
-Jacobians from :mod:`perfmodel.nist`, xtol = ftol = gtol = 1e-15) and prints,
+Jacobians from :mod:`perfmodel.core.nist`, xtol = ftol = gtol = 1e-15) and prints,
 per (problem, start): difficulty, the minimum log relative error (LRE,
 McCullough 1998) of the parameters and of the standard errors against the
 certified values, the RSS LRE, function evaluations, and pass/fail (pass:
@@ -19,7 +19,7 @@ import sys
 
 import pandas as pd
 
-from perfmodel import nist
+from perfmodel.core import nist
 
 PARAM_DIGITS = 6.0
 STDERR_DIGITS = 4.0

@@ -25,7 +25,7 @@
 #                   build/notebooks, LaTeX aux files); tables written by scripts/ stay
 #
 # Each executed notebook depends on: the notebook, its params file, the perfmodel sources it
-# imports (transitively; generated into $(NB_BUILD)/deps.mk by `python -m perfmodel.paperio deps`),
+# imports (transitively; generated into $(NB_BUILD)/deps.mk by `python -m perfmodel.report.paperio deps`),
 # the data files listed below, and the run mode (quick/full): only what changed reruns.
 
 QUICK   ?=
@@ -78,9 +78,9 @@ $(NB_MODE_FILE): FORCE
 	@mkdir -p $(@D); if [ "$$(cat $@ 2>/dev/null)" != "$(NB_MODE)" ]; then echo $(NB_MODE) > $@; fi
 FORCE:
 
-$(NB_DEPS_FILE): $(NB_SOURCES) $(wildcard perfmodel/*.py perfmodel/*/*.py)
+$(NB_DEPS_FILE): $(NB_SOURCES) $(wildcard perfmodel/*.py perfmodel/*/*.py perfmodel/*/*/*.py)
 	@mkdir -p $(@D)
-	@$(PYTHON3) -m perfmodel.paperio deps $(NB_SOURCES) --build $(NB_BUILD) --out $@
+	@$(PYTHON3) -m perfmodel.report.paperio deps $(NB_SOURCES) --build $(NB_BUILD) --out $@
 
 ifneq ($(NB_SOURCES),)
 -include $(NB_DEPS_FILE)
@@ -95,8 +95,8 @@ $(NB_BUILD)/%.ipynb: notebooks/%.ipynb $(NB_PARAMS)/%.yaml $(NB_MODE_FILE) $(VEN
 	  && mv $(@D)/$*.partial.ipynb $@ \
 	  || { echo "notebook $* FAILED: see $(@D)/$*.partial.ipynb" >&2; exit 1; }
 
-$(PAPER_NUMBERS): $(NB_OUTPUTS) perfmodel/paperio.py | pipeline-start
-	@$(PY) -m perfmodel.paperio assemble --folder $(PAPER_OUT)/paper/numbers --out $@
+$(PAPER_NUMBERS): $(NB_OUTPUTS) perfmodel/report/paperio.py | pipeline-start
+	@$(PY) -m perfmodel.report.paperio assemble --folder $(PAPER_OUT)/paper/numbers --out $@
 
 # the PDF's dates come from this fixed time (2026-01-01 UTC), so a rebuild of unchanged inputs
 # gives the same bytes
@@ -134,7 +134,7 @@ notebooks-store: $(VENV_STAMP)
 	      --ExecutePreprocessor.kernel_name=python3 --ExecutePreprocessor.timeout=600 $$nb \
 	    || exit 1; \
 	done
-	@$(PY) -m perfmodel.paperio strip $(NB_SOURCES)
+	@$(PY) -m perfmodel.report.paperio strip $(NB_SOURCES)
 
 # the notebooks write their figures/tables/numbers to a scratch folder under nbval, so a test
 # run never replaces the paper's (full-run) outputs with quick-parameter ones
@@ -143,7 +143,7 @@ nbval: $(VENV_STAMP)
 	    $(NB_SOURCES) $(QUIET_KERNEL)
 
 paper-clean:
-	@$(PYTHON3) -m perfmodel.pipeline clean --root .
+	@$(PYTHON3) -m perfmodel.report.pipeline clean --root .
 	rm -rf $(NB_BUILD) $(PIPELINE_STAMP)
 	-cd paper && $(LATEXMK) -C main.tex >/dev/null 2>&1; rm -f paper/main.pdf paper/main.bbl \
 	    paper/latexmk.log

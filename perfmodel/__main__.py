@@ -1,6 +1,6 @@
 """``python -m perfmodel`` runs the command-line interface."""
 import sys
 
-from .cli import main
+from perfmodel.cli.main import main
 
 sys.exit(main())

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from numbers import Integral
 from typing import Any
 
-from .errors import InputError
+from perfmodel.errors import InputError
 
 __all__ = [
     "check_choice",

@@ -11,8 +11,8 @@ JSON values (numpy scalars and arrays converted, NaN and infinity written as
 ``null``); and provenance records need the sha256 of a file's bytes.  These
 were written five times with small differences; this module is the one copy.
 
-Standard library only at import time (``perfmodel.pipeline`` and
-``perfmodel.paperio`` run without numpy); :func:`json_safe` converts numpy
+Standard library only at import time (``perfmodel.report.pipeline`` and
+``perfmodel.report.paperio`` run without numpy); :func:`json_safe` converts numpy
 and pandas values only when those libraries are already loaded.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import InputError
+from perfmodel.errors import InputError
 
 __all__ = [
     "atomic_open",

@@ -1,6 +1,6 @@
 """Residual-diagnostic plots: each takes a matplotlib ``ax`` and returns it.
 
-Problem: the residual tests of :mod:`perfmodel.diagnostics` give one number
+Problem: the residual tests of :mod:`perfmodel.stats.diagnostics` give one number
 each; the plots show *where* a fit goes wrong (tails, a fan-shaped spread
 against S, drift over time, periodic correlation). Every function draws on the
 ``ax`` it is given (a new figure when ``ax`` is None), sets labels, and returns

@@ -6,7 +6,7 @@ requests with ``L`` input = ``L`` output tokens; llama.cpp's inconsistent
 rows are not vLLM and are dropped anyway by ``consistent_only=True``), and
 for each step-model member (default ``seed_ctx_mono`` and ``seed_id``):
 
-* ``in_sample``: calibrate on all rows (:func:`perfmodel.calibrate.
+* ``in_sample``: calibrate on all rows (:func:`perfmodel.stats.calibrate.
   calibrate_from_requests`), request-latency MAPE on the same rows;
 * ``extrapolate_B_L``: train on ``B <= 32`` and ``L <= 1024``, test on the
   rest (every row with ``B = 64`` or ``L = 2048``);
@@ -34,15 +34,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from perfmodel.calibrate import (
+from perfmodel.core.model import RECOMMENDED
+from perfmodel.core.results import atomic_write_text
+from perfmodel.data.datasets import load_llm_inference_bench
+from perfmodel.errors import InputError
+from perfmodel.stats.calibrate import (
     calibrate_from_requests,
     grouped_kfold_requests,
     heldout_evaluation,
 )
-from perfmodel.datasets import load_llm_inference_bench
-from perfmodel.errors import InputError
-from perfmodel.model import RECOMMENDED
-from perfmodel.results import atomic_write_text
 
 HARDWARE = ("Nvidia A100 GPU", "Nvidia H100 GPU")
 GROUP = ["hardware", "num_hardware", "model"]

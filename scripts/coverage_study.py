@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Coverage study: the share of 95% intervals that cover the true parameters.
 
-Runs :func:`perfmodel.coverage.run_study` (design, truth, noise level,
+Runs :func:`perfmodel.stats.coverage.run_study` (design, truth, noise level,
 scenarios, methods and the fit scale of each noise type are documented in
-:mod:`perfmodel.coverage`) and writes to ``--out-dir``:
+:mod:`perfmodel.stats.coverage`) and writes to ``--out-dir``:
 
 * ``coverage_summary.csv`` -- coverage, Monte Carlo standard error, R,
   undefined intervals, median relative width, seconds per replicate, per
@@ -30,16 +30,16 @@ import sys
 import time
 from pathlib import Path
 
-from perfmodel.coverage import (
+from perfmodel.errors import InputError
+from perfmodel.report.tables import coverage_tex
+from perfmodel.stats.coverage import (
     GOAL,
     RECOMMENDED,
     SCENARIOS,
     coverage_table,
-    coverage_tex,
     run_study,
     summarize,
 )
-from perfmodel.errors import InputError
 
 
 def main(argv=None) -> int:

@@ -6,17 +6,17 @@ Held-out scores, not in-sample fits, choose the default model and fit scale
 Sarathi-Serve specimen batches, Vidur's composed steps, the GPU trace in
 ``data/gpu/`` and any vLLM-CPU traces under ``data/vllm-cpu/`` -- this script:
 
-1. runs :func:`perfmodel.compare.compare` with grouped 5-fold CV (the folds
-   of :func:`perfmodel.validation.make_folds`: no replicate, identical step
+1. runs :func:`perfmodel.stats.compare.compare` with grouped 5-fold CV (the folds
+   of :func:`perfmodel.stats.validation.make_folds`: no replicate, identical step
    or -- in the vLLM-CPU engine traces -- step within 25 steps of a test
    step in training) and writes
    ``paper/tables/compare_<dataset>.csv`` (and ``.tex`` through
-   :mod:`perfmodel.paperio`);
+   :mod:`perfmodel.report.paperio`);
 2. runs the extrapolation split (train at or below the 0.8 quantile of S and
    B, test above) and records the winner;
 3. refits the models with absolute (ms) residuals on the same folds, to
    measure how much worse the absolute loss is than the default log loss;
-4. runs the adequacy tests (:mod:`perfmodel.adequacy`): pure-error lack of
+4. runs the adequacy tests (:mod:`perfmodel.stats.adequacy`): pure-error lack of
    fit where replicates exist, nested F / LR tests ``seed_id`` inside
    ``seed_gamma`` and inside ``seed_attn_kv``, AIC/BIC (with the recommended
    ``seed_ctx_mono``, which nests ``seed_id`` only at ``a_0 = 0``), and residual
@@ -55,9 +55,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from perfmodel.compare import compare, load_trace_arg
+from perfmodel.core.model import RECOMMENDED
 from perfmodel.errors import PerfmodelError
-from perfmodel.model import RECOMMENDED
+from perfmodel.stats.compare import compare, load_trace_arg
 
 RECOMMENDED_CTX = RECOMMENDED["context"]
 NESTED_CTX = "seed_attn_kv"  # the context-aware member that nests seed_id
@@ -67,7 +67,7 @@ SEED_FORM = "seed_id"  # the seed form, fitted through its identifiable paramete
 
 def write_csv(df: pd.DataFrame, path: Path) -> None:
     """Write a generated table atomically (replacing the previous run's)."""
-    from perfmodel.results import atomic_write_text
+    from perfmodel.core.results import atomic_write_text
 
     atomic_write_text(path, df.to_csv(index=False), force=True)
 
@@ -80,7 +80,7 @@ def datasets() -> list[tuple[str, callable]]:
     """(label, loader) of every dataset available now."""
     out = []
     try:
-        from perfmodel.datasets import splitwise_steps
+        from perfmodel.data.datasets import splitwise_steps
 
         sw = splitwise_steps()
         for (m, h, tp), _ in sw.groupby(["model", "hardware", "tp"]):
@@ -90,7 +90,7 @@ def datasets() -> list[tuple[str, callable]]:
         log(f"splitwise unavailable: {e}")
     out.append(("sarathi", lambda: load_trace_arg("sarathi")[0]))
     out.append(("vidur", lambda: load_trace_arg("vidur")[0]))
-    from perfmodel.trace import read_trace
+    from perfmodel.data.trace import read_trace
 
     gpu = ROOT / "data" / "gpu" / "trace.csv"
     if gpu.exists():
@@ -142,9 +142,9 @@ def merge_rows(path: Path, rows: list[dict]) -> pd.DataFrame:
 
 def adequacy(df: pd.DataFrame, recommended: str, starts: int, replicated: bool) -> dict:
     """Lack of fit, nested tests, AIC/BIC and residual trends on all steps."""
-    from perfmodel import adequacy as aq
-    from perfmodel.fit import fit_model
-    from perfmodel.validation import fold_groups
+    from perfmodel.core.fit import fit_model
+    from perfmodel.stats import adequacy as aq
+    from perfmodel.stats.validation import fold_groups
 
     names = [SEED_FORM, "seed_gamma"]
     if recommended != SEED_FORM:
@@ -193,7 +193,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        from perfmodel import paperio
+        from perfmodel.report import paperio
     except ImportError:  # pragma: no cover
         paperio = None
     summary, adeq = [], []
@@ -203,12 +203,12 @@ def main(argv=None) -> int:
         t0 = time.time()
         log(f"{label}: loading")
         df = load()
-        from perfmodel.trace import has_context
+        from perfmodel.data.trace import has_context
 
         ctx = has_context(df)
         rec = RECOMMENDED_CTX if ctx else RECOMMENDED_BS
         # the vLLM-CPU runs are engine traces: `config` only pairs a step with its replicates,
-        # so the folds also keep 25-step time blocks together (perfmodel.validation.fold_groups)
+        # so the folds also keep 25-step time blocks together (perfmodel.stats.validation.fold_groups)
         timed = True if label.startswith("vllm-cpu_") else None
         log(f"{label}: {len(df)} steps, context={ctx}; grouped CV")
         tab = compare(df, cv="grouped", k=5, seed=0, n_starts=args.starts, time_ordered=timed,

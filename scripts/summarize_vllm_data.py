@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from perfmodel.collect.machine_state import flag_contended
-from perfmodel.datasets import sha256_file
-from perfmodel.noise import replicate_floor
-from perfmodel.results import atomic_write_text
-from perfmodel.trace import read_trace, step_features
+from perfmodel.core.results import atomic_write_text
+from perfmodel.data.collect.machine_state import flag_contended
+from perfmodel.data.datasets import sha256_file
+from perfmodel.data.noise import replicate_floor
+from perfmodel.data.trace import read_trace, step_features
 
 DATA = Path("data")
 VLLM = DATA / "vllm-cpu"

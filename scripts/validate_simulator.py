@@ -27,11 +27,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from perfmodel.fit import fit_model
-from perfmodel.model import default_for
-from perfmodel.results import atomic_write_text
-from perfmodel.simulate import validate_closed_loop
-from perfmodel.trace import read_trace
+from perfmodel.core.fit import fit_model
+from perfmodel.core.model import default_for
+from perfmodel.core.results import atomic_write_text
+from perfmodel.data.trace import read_trace
+from perfmodel.decisions.simulate import validate_closed_loop
 
 
 def validate(data: Path, model: str = "auto") -> pd.DataFrame:

@@ -31,8 +31,8 @@ def _perfmodel_data_home(tmp_path_factory):
 
 @pytest.fixture
 def fetch_or_skip():
-    """``fetch_or_skip(name) -> Path``: ``perfmodel.datasets.fetch``, or skip if unreachable."""
-    from perfmodel.datasets import fetch
+    """``fetch_or_skip(name) -> Path``: ``perfmodel.data.datasets.fetch``, or skip if unreachable."""
+    from perfmodel.data.datasets import fetch
     from perfmodel.errors import DataUnavailableError
 
     def _fetch(name: str) -> Path:

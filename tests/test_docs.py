@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from perfmodel.model import MODELS
+from perfmodel.core.model import MODELS
 
 ROOT = Path(__file__).resolve().parents[1]
 SELF = Path(__file__).resolve()
@@ -23,7 +23,7 @@ TEXT_SUFFIXES = {".py", ".sh", ".md", ".ipynb", ".txt", ".toml", ".yaml", ".yml"
 #: references a reader of the repository cannot open (pattern -> what it is)
 UNREACHABLE = {
     r"\b(?:MODEL|CONTRACT|STYLE|DATA|TOOLCHAIN)\.md\b": "developers' notes outside the repository",
-    r"SOURCE\.txt": "a data mirror's provenance file (cite perfmodel/datasets.py or upstream)",
+    r"SOURCE\.txt": "a data mirror's provenance file (cite perfmodel/data/datasets.py or upstream)",
     r"\b[Ss]eeds?[ -]?0\d\d\b": "an internal document number",
     r"\b[Ss]ource (?:document|report)s?\b": "internal documents",
     r"\b[Ii]ssues? \d+\b": "an internal issue number (state the reason instead)",
@@ -81,7 +81,7 @@ def _rel(p: Path) -> str:
 
 def test_the_scan_covers_the_repository():
     names = {_rel(p) for p in FILES}
-    assert {"perfmodel/model.py", "README.md", "docs/model.md", "scripts/collect_all.sh"} <= names
+    assert {"perfmodel/core/model.py", "README.md", "docs/model.md", "scripts/collect_all.sh"} <= names
     assert any(n.startswith("notebooks/") and n.endswith(".ipynb") for n in names)
     assert "tests/test_docs.py" not in names
 

@@ -37,7 +37,7 @@ def test_make_test_lints():
 
 def test_paper_clean_removes_only_what_the_pipeline_rebuilds():
     out = _dry("paper-clean")
-    assert "perfmodel.pipeline clean" in out
+    assert "perfmodel.report.pipeline clean" in out
     assert "paper/tables" not in out            # script-written tables stay
 
 

@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_public_entry_points_are_the_modules_own_objects():
-    from perfmodel import fit, model, results, trace
+    from perfmodel.core import fit, model, results
+    from perfmodel.data import trace
 
     assert perfmodel.read_trace is trace.read_trace
     assert perfmodel.fit_model is fit.fit_model
@@ -45,15 +46,15 @@ def _run(code: str, python: str = sys.executable) -> str:
 
 def test_import_perfmodel_stays_light():
     code = ("import sys; import perfmodel; "
-            "print(sorted(m for m in ('numpy', 'pandas', 'scipy', 'perfmodel.model') "
+            "print(sorted(m for m in ('numpy', 'pandas', 'scipy', 'perfmodel.core.model') "
             "if m in sys.modules))")
     assert _run(code) == "[]"
 
 
 def test_paperio_and_pipeline_import_without_numpy():
-    """pipeline.mk runs `python3 -m perfmodel.paperio deps` with any Python: no numpy needed."""
+    """pipeline.mk runs `python3 -m perfmodel.report.paperio deps` with any Python: no numpy needed."""
     code = ("import sys; sys.path.insert(0, '.'); sys.modules['numpy'] = None; "
-            "import perfmodel.paperio, perfmodel.pipeline, perfmodel._io, perfmodel._checks; "
+            "import perfmodel.report.paperio, perfmodel.report.pipeline, perfmodel._io, perfmodel._checks; "
             "print('ok')")
     assert _run(code) == "ok"
     plain = shutil.which("python3", path="/usr/bin:/bin")

@@ -1,0 +1,70 @@
+"""What every ``perfmodel`` sub-command shares: the argument parser with one-line errors,
+``--random-state``, the text-or-JSON output and the output-file check."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from perfmodel._io import check_output_path, json_safe
+from perfmodel.errors import PerfmodelError
+
+__all__ = ["DeprecatedAlias", "Parser", "UsageError", "add_random_state_argument",
+           "check_output", "emit"]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error message and exit status 2."""
+
+    def error(self, message):  # pragma: no cover - exercised through main()
+        raise UsageError(f"{self.prog}: {message}")
+
+
+class UsageError(Exception):
+    pass
+
+
+class DeprecatedAlias(argparse.Action):
+    """A hidden old spelling of an option: stores like the new one and warns on stderr."""
+
+    def __init__(self, option_strings, dest, new_option: str = "", **kwargs):
+        self.new_option = new_option
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"perfmodel: warning: {option_string} is deprecated, use {self.new_option}",
+              file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_random_state_argument(parser: argparse.ArgumentParser, what: str,
+                              default: int = 0) -> None:
+    """``--random-state N``: the random seed of a sub-command (stored as ``args.seed``).
+
+    The option was called ``--seed``, a word that also names the source-form
+    model (``--model seed``); ``--seed N`` still works as a hidden,
+    deprecated alias (it warns on stderr).
+    """
+    parser.add_argument("--random-state", dest="seed", type=int, default=default, metavar="N",
+                        help=f"random seed of {what} (default: %(default)s)")
+    parser.add_argument("--seed", dest="seed", type=int, default=argparse.SUPPRESS,
+                        action=DeprecatedAlias, new_option="--random-state",
+                        help=argparse.SUPPRESS)
+
+
+def emit(args, text: str, obj) -> None:
+    if getattr(args, "json", False):
+        print(json.dumps(json_safe(obj), indent=2, allow_nan=False))
+    else:
+        print(text)
+
+
+def check_output(path, force: bool) -> Path:
+    p = Path(path)
+    if p.exists() and not force:
+        raise PerfmodelError(f"output {p} exists; pass --force to overwrite it")
+    if not p.parent.exists():
+        raise PerfmodelError(f"output folder {p.parent} does not exist")
+    check_output_path(p, force=True)  # a device, FIFO, link or folder: refused before any work
+    return p

@@ -1,0 +1,245 @@
+"""The ``perfmodel`` command.
+
+Every sub-command checks its input first.  On bad input it prints ONE line,
+``perfmodel: error: <what is wrong>``, to standard error and exits with
+status 2 -- never a traceback.  It never overwrites an existing output file
+unless ``--force`` is given, and writes outputs atomically (temporary file
+plus rename), so a failed run leaves no truncated file behind.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from perfmodel import __version__
+from perfmodel._io import atomic_write_text, json_safe
+from perfmodel.cli import collect as cli_collect
+from perfmodel.cli import compare as cli_compare
+from perfmodel.cli import factors as cli_factors
+from perfmodel.cli import simulate as cli_simulate
+from perfmodel.cli import sla as cli_sla
+from perfmodel.cli.common import Parser, UsageError, add_random_state_argument, check_output, emit
+from perfmodel.errors import PerfmodelError
+
+#: the default model and loss; chosen from held-out measurements (README, "Defaults")
+DEFAULT_MODEL = "auto"
+DEFAULT_LOSS = "linear"
+
+
+def resolve_model(name: str, df) -> str:
+    """Resolve ``auto`` to :func:`perfmodel.core.model.default_for` of the trace ``df``."""
+    if name != "auto":
+        return name
+    from perfmodel.core.model import default_for
+
+    return default_for(df)
+
+
+# ---------------------------------------------------------------------------
+def cmd_fit(args):
+    from perfmodel.core.fit import fit_model
+    from perfmodel.data.trace import read_trace, trace_sha256
+
+    out = check_output(args.output, args.force)
+    df = read_trace(args.trace, drop_invalid=args.drop_invalid)
+    model = resolve_model(args.model, df)
+    window = tuple(args.outlier_window) if args.outlier_window else None
+    relative = "absolute" if args.absolute else args.relative
+    res = fit_model(df, model, loss=args.loss, relative=relative, n_starts=args.starts,
+                    seed=args.seed, outlier_window=window, scale=not args.no_scale)
+    res.provenance["trace"] = str(args.trace)
+    res.provenance["trace_sha256"] = trace_sha256(args.trace)
+    if df.attrs.get("alias_map"):
+        res.provenance["alias_map"] = df.attrs["alias_map"]
+    if df.attrs.get("dropped"):
+        res.provenance["dropped_invalid_rows"] = len(df.attrs["dropped"])
+    summary = res.summary()
+    if args.bootstrap:
+        from perfmodel.stats.uncertainty import bootstrap
+
+        bs = bootstrap(res, df, n_boot=args.bootstrap, scheme=args.scheme, seed=args.seed,
+                       n_jobs=args.jobs, method=args.ci_method, progress=not args.json)
+        res.provenance["bootstrap"] = bs.to_dict()
+        summary = res.summary()
+        summary["bootstrap"] = bs.to_dict()
+    atomic_write_text(out, json.dumps(json_safe(summary), indent=2, allow_nan=False) + "\n",
+                      force=args.force)
+    emit(args, res.fit_report() + f"\n\nwrote {out}", summary)
+    return 0
+
+
+def _delegate(command):
+    """A sub-command from a ``perfmodel.cli`` module: ``command(args) -> (text, obj)``."""
+    def run(args):
+        text, obj = command(args)
+        emit(args, text, obj)
+        return 0
+    return run
+
+
+def _load_fit(path):
+    from perfmodel.core.results import FitResult
+
+    return FitResult.from_json(Path(path))
+
+
+def cmd_report(args):
+    res = _load_fit(args.fit)
+    emit(args, res.fit_report(), res.summary())
+    return 0
+
+
+def cmd_predict(args):
+    from perfmodel.data.trace import read_trace
+
+    out = check_output(args.output, args.force)
+    res = _load_fit(args.fit)
+    df = read_trace(args.trace, drop_invalid=args.drop_invalid, require_duration=False)
+    pred = res.predict(df)
+    table = df.copy()
+    table["predicted_ms"] = pred
+    atomic_write_text(out, table.to_csv(index=False), force=args.force)
+    obj = {"output": str(out), "rows": len(table), "model": res.model_name,
+           "mean_predicted_ms": float(np.mean(pred))}
+    emit(args, f"wrote {len(table)} rows with predicted_ms to {out}", obj)
+    return 0
+
+
+def cmd_diagnose(args):
+    """Residual tests of a fit on a trace, on the fit's own scale (:mod:`perfmodel.core.scale`)."""
+    from perfmodel.core.scale import scale_of
+    from perfmodel.data.trace import read_trace, step_features, time_order
+    from perfmodel.stats.diagnostics import residual_table
+
+    res = _load_fit(args.fit)
+    df = read_trace(args.trace)
+    f = step_features(df)
+    scale = scale_of(res)
+    resid = scale.residual(df["duration_ms"].to_numpy(float), res.predict(df))
+    order = time_order(df)
+    idx = np.argsort(order, kind="stable")
+    table = residual_table(resid[idx], f["B"][idx], f["S"][idx], order=np.arange(len(idx)))
+    text = (f"residual tests on the fit's scale, {scale.name} ({scale.residual_text}), "
+            f"n = {len(resid)}, time-ordered\n" + table.to_string(index=False))
+    emit(args, text, {"residual_scale": scale.name, "residual": scale.residual_text,
+                       "n": len(resid), "tests": json.loads(table.to_json(orient="records"))})
+    return 0
+
+
+# ---------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    from perfmodel.core.model import MODELS, RECOMMENDED
+    from perfmodel.core.scale import DEFAULT as DEFAULT_SCALE
+    from perfmodel.core.scale import SCALES
+
+    p = Parser(prog="perfmodel", description="Step-latency models for LLM serving engines.")
+    p.add_argument("--version", action="version", version=f"perfmodel {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+
+    def common(sp, out=False, js=True, fit_arg=False):
+        if fit_arg and not any(a.dest == "fit" for a in sp._actions):
+            sp.add_argument("fit", metavar="FIT.json",
+                            help="a fit written by perfmodel fit -o/--output")
+        if out:
+            sp.add_argument("-o", "--output", required=True, help="output file (refused if it exists)")
+            sp.add_argument("--force", action="store_true", help="overwrite an existing output")
+        if js and not any("--json" in a.option_strings for a in sp._actions):
+            sp.add_argument("--json", action="store_true", help="machine-readable JSON output")
+
+    f = sub.add_parser("fit", help="fit a latency model to a step trace")
+    f.add_argument("trace", help="step trace (CSV, Parquet or JSON Lines)")
+    common(f, out=True)
+    f.add_argument("--model", default=DEFAULT_MODEL, choices=["auto", *sorted(MODELS)],
+                   help=f"model (default: auto = {RECOMMENDED['context']} when the trace has "
+                        f"chunk_sizes and context_lens, else {RECOMMENDED['no_context']})")
+    f.add_argument("--loss", default=DEFAULT_LOSS,
+                   choices=["linear", "huber", "soft_l1", "cauchy", "tukey"])
+    g = f.add_mutually_exclusive_group()
+    g.add_argument("--relative", default=DEFAULT_SCALE,
+                   choices=[n for n, s in SCALES.items() if s.relative],
+                   help="relative residuals: " + "; ".join(
+                       f"{n}: {s.residual_text}" for n, s in SCALES.items() if s.relative)
+                   + f" (default {DEFAULT_SCALE})")
+    g.add_argument("--absolute", action="store_true", help="absolute residuals in ms")
+    add_random_state_argument(f, "the multi-start and the bootstrap")
+    f.add_argument("--starts", type=int, default=8, help="multi-start count")
+    f.add_argument("--no-scale", action="store_true", help="do not median-scale B and S")
+    f.add_argument("--outlier-window", type=float, nargs=2, metavar=("LOW_MS", "HIGH_MS"),
+                   help="drop steps outside [LOW, HIGH] ms (off by default; e.g. 1 300)")
+    f.add_argument("--drop-invalid", action="store_true", help="drop invalid rows and report them")
+    f.add_argument("--bootstrap", type=int, default=0, metavar="N", help="add N bootstrap intervals")
+    f.add_argument("--scheme", default="pairs", choices=["pairs", "residual", "wild", "block"])
+    f.add_argument("--ci-method", default="percentile", choices=["percentile", "bca"])
+    f.add_argument("--jobs", type=int, default=1, help="parallel jobs for the bootstrap")
+    f.set_defaults(func=cmd_fit)
+
+    r = sub.add_parser("report", help="print the fit report of FIT.json")
+    r.add_argument("fit")
+    common(r)
+    r.set_defaults(func=cmd_report)
+
+    pr = sub.add_parser("predict", help="predict step times for a trace")
+    pr.add_argument("fit")
+    pr.add_argument("trace")
+    common(pr, out=True)
+    pr.add_argument("--drop-invalid", action="store_true")
+    pr.set_defaults(func=cmd_predict)
+
+    d = sub.add_parser("diagnose", help="residual tests of a fit on a trace")
+    d.add_argument("fit")
+    d.add_argument("trace")
+    common(d)
+    d.set_defaults(func=cmd_diagnose)
+
+    # sub-commands with a module of their own in perfmodel/cli/
+    for name, text, kw, add_arguments, command in (
+        ("sla", "largest step size meeting a latency target", {"fit_arg": True},
+         cli_sla.add_sla_arguments, cli_sla.sla_command),
+        ("compare", "compare models and baselines by cross-validation", {"out": True},
+         cli_compare.add_compare_arguments, cli_compare.compare_command),
+        ("simulate", "simulate a continuous-batching server", {"fit_arg": True},
+         cli_simulate.add_simulate_arguments, cli_simulate.simulate_command),
+        ("factors", "secondary-factor analysis at a fixed step size", {},
+         cli_factors.add_factors_arguments, cli_factors.factors_command),
+    ):
+        sp = sub.add_parser(name, help=text)
+        add_arguments(sp)
+        common(sp, **kw)
+        sp.set_defaults(func=_delegate(command))
+
+    cli_collect.add_collect_parser(sub)
+    return p
+
+
+def main(argv=None) -> int:
+    """Entry point of the ``perfmodel`` console script."""
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        return int(args.func(args) or 0)
+    except UsageError as e:
+        print(f"perfmodel: error: {e}", file=sys.stderr)
+        return 2
+    except (PerfmodelError, ValueError, OSError, KeyError) as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(f"perfmodel: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("perfmodel: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        if os.environ.get("PERFMODEL_DEBUG"):
+            raise
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        print(f"perfmodel: internal error: {type(e).__name__}: {msg} "
+              "(set PERFMODEL_DEBUG=1 for a traceback)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

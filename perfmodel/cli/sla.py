@@ -1,0 +1,119 @@
+"""``perfmodel sla``: the largest step size meeting a latency target (:mod:`perfmodel.decisions.sla`)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from perfmodel._checks import check_probability
+from perfmodel._io import json_safe
+from perfmodel.decisions.sla import (
+    DEFAULT_S_MAX,
+    DEFAULT_SEQS_GRID,
+    frontier,
+    max_batch,
+    max_tokens,
+    max_tokens_quantile,
+    recommend_token_budget,
+)
+from perfmodel.errors import InputError
+
+__all__ = ["add_sla_arguments", "sla_command"]
+
+
+def _int_list(text: str, name: str) -> list[int]:
+    try:
+        vals = [int(t) for t in str(text).replace(";", ",").split(",") if t.strip()]
+    except ValueError:
+        raise InputError(f"{name} must be integers separated by commas, got {text!r}") from None
+    if not vals:
+        raise InputError(f"{name} is empty")
+    return vals
+
+
+def add_sla_arguments(parser) -> None:
+    """Add ``perfmodel sla`` options to an argparse (sub)parser."""
+    parser.add_argument("fit", metavar="FIT.json",
+                        help="fitted step model (written by perfmodel fit -o/--output)")
+    parser.add_argument("--target-ms", type=float, required=True,
+                        help="step-time target T* in ms (the ITL SLO with --recommend)")
+    g = parser.add_mutually_exclusive_group()
+    g.add_argument("--batch-size", type=int, help="largest S at this B (default mode)")
+    g.add_argument("--total-tokens", type=int, help="converse: largest B at this S")
+    g.add_argument("--frontier", action="store_true", help="S* over --batch-sizes")
+    g.add_argument("--recommend", action="store_true",
+                   help="recommend max_num_batched_tokens and max_num_seqs")
+    parser.add_argument("--quantile", type=float, default=None,
+                        help="meet the target with this probability q (0 < q < 1)")
+    parser.add_argument("--method", choices=("delta", "bootstrap"), default="delta",
+                        help="prediction distribution for --quantile")
+    parser.add_argument("--bootstrap-samples", default=None,
+                        help="parameter samples for --method bootstrap (.npy or .csv, n x p)")
+    parser.add_argument("--batch-sizes", default=",".join(map(str, DEFAULT_SEQS_GRID)),
+                        help="comma-separated batch sizes for --frontier / max_num_seqs grid "
+                             "for --recommend")
+    parser.add_argument("--cover", choices=("full_step", "all_batch_sizes"), default="full_step",
+                        help="--recommend: check only the full step (M, K) or every b <= M at K")
+    parser.add_argument("--s-max", type=int, default=DEFAULT_S_MAX, help="search cap on S")
+
+
+def _load_samples(path):
+    if path is None:
+        return None
+    from pathlib import Path
+
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"bootstrap samples file {p} does not exist")
+    if p.suffix == ".npy":
+        return np.load(p)
+    return pd.read_csv(p).to_numpy(float)
+
+
+def sla_command(args) -> tuple[str, dict]:
+    """Run ``perfmodel sla``; return (text, JSON-safe dict)."""
+    from perfmodel.core.results import FitResult
+
+    fit = FitResult.from_json(args.fit)
+    q = args.quantile
+    if q is not None:
+        q = check_probability("q", q)
+    samples = _load_samples(getattr(args, "bootstrap_samples", None))
+    if args.method == "bootstrap" and samples is None and (q is not None or args.recommend):
+        raise InputError("--method bootstrap needs --bootstrap-samples FILE")
+    kw = {"method": args.method, "boot_samples": samples}
+    if args.recommend:
+        grid = _int_list(args.batch_sizes, "--batch-sizes")
+        d = recommend_token_budget(fit, args.target_ms, 0.95 if q is None else q,
+                                   max_num_seqs_grid=grid, s_max=args.s_max,
+                                   cover=getattr(args, "cover", "full_step"), **kw)
+        d = json_safe(d)
+        if d["feasible"]:
+            text = (f"recommended: --max-num-seqs {d['max_num_seqs']} --max-num-batched-tokens "
+                    f"{d['max_num_batched_tokens']}\n{d['reason']}\n"
+                    f"worst case at the cap: b={d['worst_case']['batch_size']} requests, "
+                    f"{d['worst_case']['predicted_q_ms']:.4g} ms ({d['q']:g}-quantile)\n"
+                    f"rule: {d['rule']}")
+        else:
+            text = d["reason"]
+        return text, {"mode": "recommend", **d}
+    if args.frontier:
+        grid = _int_list(args.batch_sizes, "--batch-sizes")
+        df = frontier(fit, grid, args.target_ms, q, s_max=args.s_max, **kw)
+        recs = json_safe(df.astype(object).where(df.notna(), None).to_dict("records"))
+        text = df.to_string(index=False)
+        return text, {"mode": "frontier", "target_ms": args.target_ms, "q": q, "rows": recs}
+    if args.total_tokens is not None:
+        a = max_batch(fit, args.total_tokens, args.target_ms, q=q, **kw)
+        text = (f"max batch size at S={a.total_tokens}: {a.max_batch_size}\n{a.reason}"
+                if a.feasible else a.reason)
+        return text, {"mode": "max_batch", **a.to_dict()}
+    if args.batch_size is None:
+        raise InputError("give --batch-size, --total-tokens, --frontier or --recommend")
+    if q is None:
+        a = max_tokens(fit, args.batch_size, args.target_ms, s_max=args.s_max)
+    else:
+        a = max_tokens_quantile(fit, args.batch_size, args.target_ms, q, s_max=args.s_max, **kw)
+    text = (f"max tokens at B={a.batch_size}: {a.max_total_tokens}\n{a.reason}"
+            if a.feasible else a.reason)
+    return text, {"mode": "max_tokens", **a.to_dict()}
+

@@ -1,0 +1,398 @@
+"""Compare latency models and baselines on the same held-out folds.
+
+Problem
+-------
+A model earns its parameters only if it predicts steps it was not fitted
+to better than simpler or more flexible alternatives, and the gap that
+matters is the one to the measurement noise floor.  :func:`compare` fits
+every model of :mod:`perfmodel.core.model` and every baseline of
+:mod:`perfmodel.stats.baselines` on the *same* folds and writes one row per
+candidate: held-out MAPE/RMSE overall and by regime (decode-only / mixed /
+prefill-heavy, :func:`perfmodel.stats.validation.regime`), the number of
+parameters, AIC/BIC in sample on all steps, and the ratio of held-out MAPE
+to the noise floor of :func:`perfmodel.data.noise.noise_floor` (the oracle MAPE,
+see there).
+
+Folds
+-----
+Every scheme comes from the package's one fold engine,
+:func:`perfmodel.stats.validation.make_folds` over the leak-free groups of
+:func:`perfmodel.stats.validation.fold_groups` (same ``config``, identical
+schedule and, for a time-ordered trace, contiguous blocks of 25 steps, with
+training steps next to a test step in time purged).
+``cv='grouped'``: k-fold over those groups (k at most the number of
+groups); on a time-ordered trace the folds are k contiguous stretches of
+blocks (blocked cross-validation).  ``cv='time'``: expanding-window time-series splits (docs/model.md, Evaluation) in
+:func:`perfmodel.data.trace.time_order`.  ``cv='extrapolate'``: test the steps
+with ``S`` or ``B`` above their ``quantile`` (default 0.8), train on the
+rest (capacity planning beyond the measured range).
+
+Held-out scores pool the out-of-fold predictions (each step is predicted
+once in grouped CV); ``fold_mape_mean`` is the mean of per-fold MAPEs
+(the mean error over folds, docs/model.md, Evaluation).
+
+Dataset names
+-------------
+``TRACE`` is a step-trace file (CSV, Parquet, JSON Lines) or a public
+dataset loaded through :mod:`perfmodel.data.datasets`:
+
+* ``splitwise:MODEL/HARDWARE/tpK``, e.g. ``splitwise:llama2-70b/a100-80gb/tp4``
+  (``HARDWARE`` may be a unique prefix such as ``a100``);
+* ``sarathi`` -- the Sarathi-Serve specimen batches;
+* ``vidur`` or ``vidur:SEED`` -- Vidur's profile composed into steps.
+"""
+from __future__ import annotations
+
+import io
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from perfmodel.core.model import MODELS
+from perfmodel.core.scale import DEFAULT as DEFAULT_SCALE
+from perfmodel.core.scale import get_scale
+from perfmodel.data.features import CONTEXT_KEYS
+from perfmodel.errors import FitError, InputError
+
+__all__ = [
+    "CV_SCHEMES",
+    "DEFAULT_BASELINES",
+    "DEFAULT_MODELS",
+    "ModelCandidate",
+    "compare",
+    "load_trace_arg",
+]
+
+#: models compared by default: every registered member fitted as itself (the seed form is
+#: fitted through ``seed_id``), in registration order
+DEFAULT_MODELS = tuple(name for name, m in MODELS.items() if m.fitted_as is None)
+#: baselines compared by default
+DEFAULT_BASELINES = ("linear", "poly2", "poly3", "constant_throughput", "distserve",
+                     "random_forest")
+CV_SCHEMES = ("grouped", "time", "extrapolate")
+#: the scheme of :func:`perfmodel.stats.validation.make_folds` behind each ``cv``
+_ENGINE_SCHEME = {"grouped": "grouped", "time": "expanding", "extrapolate": "extrapolate"}
+_CTX_FEATURES = frozenset(CONTEXT_KEYS)
+_REGIMES = ("decode-only", "mixed", "prefill-heavy")
+
+
+# ---------------------------------------------------------------------------
+# folds
+# ---------------------------------------------------------------------------
+def _splits(df: pd.DataFrame, cv: str, k: int, seed: int, quantile: float,
+            time_ordered: bool | None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The folds of ``cv``, from the fold engine :func:`perfmodel.stats.validation.make_folds`."""
+    from perfmodel.stats.validation import fold_groups, is_time_ordered, make_folds
+
+    if cv not in CV_SCHEMES:
+        raise InputError(f"cv {cv!r} is not one of {list(CV_SCHEMES)}")
+    scheme = _ENGINE_SCHEME[cv]
+    if cv == "grouped":
+        ng = np.unique(fold_groups(df, time_ordered=time_ordered)).size
+        if ng < 2:
+            raise InputError("grouped CV needs at least 2 groups of steps; the trace has 1")
+        k = min(k, ng)
+        # a time-ordered trace gets blocked folds (k contiguous stretches of its 25-step
+        # blocks): randomly dealt blocks with their neighbours purged cost more than half of
+        # the training steps at k = 3 (llama-tiny 3924 of 9000), contiguous folds at most
+        # 2 x 24 steps per run and fold
+        ordered = is_time_ordered(df) if time_ordered is None else time_ordered
+        if ordered:
+            scheme = "blocked"
+    return make_folds(df, scheme, k, seed, time_ordered=time_ordered, quantile=quantile)
+
+
+# ---------------------------------------------------------------------------
+# candidates
+# ---------------------------------------------------------------------------
+class ModelCandidate:
+    """A member of the model family behind ``fit(df)`` / ``predict(df)``.
+
+    ``__init__`` only stores its arguments; ``fit`` calls
+    :func:`perfmodel.core.fit.fit_model` and keeps the result in ``result_``.
+    """
+
+    def __init__(self, model: str, *, relative: str = DEFAULT_SCALE, loss: str = "linear",
+                 n_starts: int = 4, seed: int = 0):
+        self.model = model
+        self.relative = relative
+        self.loss = loss
+        self.n_starts = n_starts
+        self.seed = seed
+
+    @property
+    def name(self) -> str:
+        return self.model
+
+    def fit(self, df: pd.DataFrame) -> ModelCandidate:
+        from perfmodel.core.fit import fit_model
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            self.result_ = fit_model(df, self.model, loss=self.loss, relative=self.relative,
+                                     n_starts=self.n_starts, seed=self.seed)
+        return self
+
+    def predict(self, df: pd.DataFrame) -> np.ndarray:
+        return np.asarray(self.result_.predict(df), float)
+
+    @property
+    def n_params(self) -> int:
+        """Nominal parameters less those whose term is identically zero on the fitted steps.
+
+        (``c_kv_mixed`` on a trace without mixed steps, ``a_attn`` on one
+        without prefill chunks: the data carry no such term to estimate.)
+        """
+        r = self.result_
+        J = r.model.jacobian(r.values, r.features)
+        return int(r.n_params - np.sum(np.all(J == 0, axis=0)))
+
+
+def _needs_context(name: str, kind: str) -> bool:
+    if kind == "baseline":
+        return name == "distserve"
+    from perfmodel.core.model import get_model
+
+    return bool(set(get_model(name).requires) & _CTX_FEATURES)
+
+
+def _make(name: str, kind: str, relative: str, loss: str, n_starts: int, seed: int):
+    if kind == "model":
+        return ModelCandidate(name, relative=relative, loss=loss, n_starts=n_starts, seed=seed)
+    from perfmodel.stats.baselines import get_baseline
+
+    kw: dict[str, Any] = {"relative": get_scale(relative).relative}
+    if name == "random_forest":
+        kw["random_state"] = seed
+    return get_baseline(name, **kw)
+
+
+def _scale_resid(y, yhat, relative):
+    """Residuals on the comparison's fit scale; None where the scale cannot take ``yhat``."""
+    scale = get_scale(relative)
+    if scale.positive and np.any(yhat <= 0):
+        return None
+    return scale.residual(y, yhat)
+
+
+def _score(y, pred, labels, prefix=""):
+    from perfmodel.stats.validation import metrics
+
+    out = {}
+    m = metrics(y, pred)
+    out["MAPE"], out["RMSE"] = m["MAPE"], m["RMSE"]
+    for r in _REGIMES:
+        sel = labels == r
+        if sel.any():
+            mr = metrics(y[sel], pred[sel])
+            out[f"MAPE_{r}"], out[f"RMSE_{r}"] = mr["MAPE"], mr["RMSE"]
+        else:
+            out[f"MAPE_{r}"] = out[f"RMSE_{r}"] = np.nan
+    return out
+
+
+def _check_names(names, known, what) -> list[str]:
+    if isinstance(names, str):
+        names = [s for s in names.split(",") if s]
+    names = list(names)
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise InputError(f"unknown {what} {bad}; choose from {sorted(known)}")
+    if len(set(names)) != len(names):
+        raise InputError(f"{what} listed twice: {sorted({n for n in names if names.count(n) > 1})}")
+    return names
+
+
+def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
+            baselines: Sequence[str] | str | None = None, cv: str = "grouped", k: int = 5,
+            seed: int = 0, *, relative: str = DEFAULT_SCALE, loss: str = "linear", n_starts: int = 4,
+            quantile: float = 0.8, floor=None, in_sample: bool = True,
+            time_ordered: bool | None = None, progress=None) -> pd.DataFrame:
+    """Fit every model and baseline on the same folds and score them held out.
+
+    Parameters
+    ----------
+    df : DataFrame, a step trace (``batch_size``, ``total_tokens``,
+        ``duration_ms``; ``chunk_sizes``/``context_lens`` for context-aware
+        candidates; ``config`` for grouping and the noise floor)
+    models : names in :data:`perfmodel.core.model.MODELS` (default
+        :data:`DEFAULT_MODELS`); a comma-separated string also works
+    baselines : names in :data:`perfmodel.stats.baselines.BASELINES` (default
+        :data:`DEFAULT_BASELINES`)
+    cv : 'grouped', 'time' or 'extrapolate' (module docstring)
+    k : folds (grouped: at most the number of groups; time: windows)
+    seed : seeds the fold assignment, the multi-start and the forest
+    relative : the models' residuals ('log', 'weight', 'absolute'); the
+        baselines fit relative error unless 'absolute'
+    loss, n_starts : passed to :func:`perfmodel.core.fit.fit_model`
+    quantile : the extrapolation split's quantile of S and B
+    floor : a :class:`perfmodel.data.noise.NoiseFloor` (default: computed)
+    in_sample : also fit every candidate on all steps for ``mape_in``,
+        ``n_params``, ``aic``, ``bic`` (False leaves them NaN)
+    time_ordered : whether the folds add time blocks and purge neighbours
+        (:func:`perfmodel.stats.validation.fold_groups`; default: a trace with
+        ``step``/``timestamp`` and no ``config`` column)
+    progress : optional callable ``progress(str)`` told each candidate
+
+    Returns
+    -------
+    DataFrame, one row per candidate: ``name``, ``kind`` ('model' or
+    'baseline'), ``status`` ('ok', 'skipped: ...' or 'failed: ...'),
+    ``n_params``, held-out ``MAPE``, ``RMSE`` and each by regime
+    (``MAPE_decode-only`` ...), ``n_test``, ``fold_mape_mean``,
+    ``fold_mape_sd``, in-sample ``mape_in`` / ``aic`` / ``bic`` (residuals
+    on the ``relative`` scale, :meth:`perfmodel.core.scale.FitScale.residual`:
+    ``log T - log T_hat``, ``(T - T_hat)/T`` or ms; ``k`` = parameters the
+    data determine), ``noise_floor`` (oracle MAPE, percent), ``ratio_to_floor``,
+    ``cv``, ``k``, ``relative``.  Sorted as given (models, then baselines).
+    ``df.attrs['noise_floor']`` holds the floor as a dict.
+    """
+    from perfmodel.core.model import MODELS
+    from perfmodel.data.noise import noise_floor
+    from perfmodel.data.trace import has_context, validate_trace
+    from perfmodel.stats.baselines import BASELINES
+
+    if not isinstance(df, pd.DataFrame):
+        raise InputError(f"df must be a pandas DataFrame (a step trace), got {type(df).__name__}")
+    models = _check_names(DEFAULT_MODELS if models is None else models, MODELS, "models")
+    baselines = _check_names(DEFAULT_BASELINES if baselines is None else baselines, BASELINES,
+                             "baselines")
+    if not models and not baselines:
+        raise InputError("nothing to compare: models and baselines are both empty")
+    get_scale(relative)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
+        raise InputError(f"k must be an integer >= 2, got {k!r}")
+    if isinstance(n_starts, bool) or not isinstance(n_starts, (int, np.integer)) or n_starts < 1:
+        raise InputError(f"n_starts must be an integer >= 1, got {n_starts!r}")
+    df = validate_trace(df).reset_index(drop=True)
+    splits = _splits(df, cv, int(k), seed, quantile, time_ordered)
+    nf = noise_floor(df) if floor is None else floor
+    ctx = has_context(df)
+    y = df["duration_ms"].to_numpy(float)
+    from perfmodel.stats.validation import regime
+
+    labels = regime(df).to_numpy().astype(str)
+    test_rows = np.unique(np.concatenate([te for _, te in splits]))
+    rows = []
+    for kind, names in (("model", models), ("baseline", baselines)):
+        for name in names:
+            if progress is not None:
+                progress(f"{kind} {name}")
+            row: dict[str, Any] = {"name": name, "kind": kind, "status": "ok"}
+            if _needs_context(name, kind) and not ctx:
+                row["status"] = "skipped: needs per-request chunk_sizes and context_lens"
+                rows.append(row)
+                continue
+            pred = np.full(len(df), np.nan)
+            fold_mape, errs = [], []
+            for tr, te in splits:
+                try:
+                    cand = _make(name, kind, relative, loss, n_starts, seed).fit(df.iloc[tr])
+                    p = np.asarray(cand.predict(df.iloc[te]), float)
+                    if not np.all(np.isfinite(p)):
+                        raise FitError(f"{int((~np.isfinite(p)).sum())} non-finite predictions")
+                except (InputError, FitError, ValueError, np.linalg.LinAlgError) as exc:
+                    errs.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+                    continue
+                pred[te] = p
+                fold_mape.append(100 * float(np.mean(np.abs(y[te] - p) / y[te])))
+            done = test_rows[np.isfinite(pred[test_rows])]
+            if errs:
+                row["status"] = f"failed on {len(errs)} of {len(splits)} folds: {errs[0]}"
+            if done.size:
+                row.update(_score(y[done], pred[done], labels[done]))
+                row["n_test"] = int(done.size)
+                row["fold_mape_mean"] = float(np.mean(fold_mape))
+                row["fold_mape_sd"] = float(np.std(fold_mape, ddof=1)) if len(fold_mape) > 1 \
+                    else np.nan
+            # in sample, all steps
+            if not in_sample:
+                rows.append(row)
+                continue
+            try:
+                cand = _make(name, kind, relative, loss, n_starts, seed).fit(df)
+                p = np.asarray(cand.predict(df), float)
+                row["mape_in"] = 100 * float(np.mean(np.abs(y - p) / y))
+                kpar = cand.n_params
+                row["n_params"] = np.nan if kpar is None else int(kpar)
+                e = _scale_resid(y, p, relative)
+                if e is not None and kpar is not None:
+                    from perfmodel.stats.adequacy import information_criteria
+
+                    row["aic"], row["bic"] = information_criteria(float(e @ e), len(y), int(kpar))
+            except (InputError, FitError, ValueError, np.linalg.LinAlgError) as exc:
+                if row["status"] == "ok":
+                    row["status"] = f"failed in sample: {type(exc).__name__}: {exc}"[:240]
+            rows.append(row)
+    cols = (["name", "kind", "status", "n_params", "MAPE", "RMSE"]
+            + [f"MAPE_{r}" for r in _REGIMES] + [f"RMSE_{r}" for r in _REGIMES]
+            + ["n_test", "fold_mape_mean", "fold_mape_sd", "mape_in", "aic", "bic"])
+    out = pd.DataFrame(rows).reindex(columns=cols)
+    fl = nf.floor if nf.kind != "none" else np.nan
+    out["noise_floor"] = fl
+    out["ratio_to_floor"] = out["MAPE"] / fl if np.isfinite(fl) and fl > 0 else np.nan
+    out["cv"], out["k"], out["relative"] = cv, len(splits), relative
+    out = out.astype({"n_test": "Int64", "n_params": "Int64"})
+    out.attrs["noise_floor"] = nf.to_dict()
+    out.attrs["n_steps"] = len(df)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# dataset names and the CLI
+# ---------------------------------------------------------------------------
+def load_trace_arg(spec: str) -> tuple[pd.DataFrame, str]:
+    """Load ``TRACE``: a file, or a dataset name (module docstring). Returns (df, label)."""
+    from perfmodel.data import datasets
+
+    if not isinstance(spec, str) or not spec:
+        raise InputError(f"TRACE must be a file or a dataset name, got {spec!r}")
+    p = Path(spec)
+    if p.exists():
+        from perfmodel.data.trace import read_trace
+
+        return read_trace(p), p.stem
+    name, _, arg = spec.partition(":")
+    if name == "splitwise":
+        sw = datasets.splitwise_steps()
+        groups = sorted({f"{m}/{h}/tp{t}" for m, h, t in
+                         sw[["model", "hardware", "tp"]].itertuples(index=False)})
+        parts = arg.split("/")
+        if len(parts) != 3 or not parts[2].startswith("tp") or not parts[2][2:].isdigit():
+            raise InputError(f"splitwise needs a group, splitwise:MODEL/HARDWARE/tpK; one of "
+                             f"{groups}")
+        model, hw, tp = parts[0], parts[1], int(parts[2][2:])
+        hws = sorted({h for h in sw["hardware"].unique() if h == hw or h.startswith(hw)})
+        if len(hws) != 1:
+            raise InputError(f"hardware {hw!r} matches {hws or 'nothing'}; groups: {groups}")
+        sel = sw[(sw["model"] == model) & (sw["hardware"] == hws[0]) & (sw["tp"] == tp)]
+        if sel.empty:
+            raise InputError(f"no Splitwise group {spec!r}; groups: {groups}")
+        return sel.reset_index(drop=True), f"splitwise_{model}_{hws[0]}_tp{tp}"
+    if name == "sarathi" and not arg:
+        return datasets.sarathi_steps(), "sarathi"
+    if name == "vidur":
+        if arg and not arg.isdigit():
+            raise InputError(f"vidur:SEED needs an integer seed, got {arg!r}")
+        s = int(arg) if arg else 0
+        return datasets.vidur_steps(seed=s), "vidur" if not arg else f"vidur_seed{s}"
+    raise InputError(f"TRACE {spec!r} is neither a file nor a dataset name "
+                     "(splitwise:MODEL/HARDWARE/tpK, sarathi, vidur[:SEED])")
+
+
+def format_table(table: pd.DataFrame) -> str:
+    """A plain-text view of a comparison table."""
+    cols = ["name", "kind", "n_params", "MAPE", "MAPE_decode-only", "MAPE_mixed",
+            "MAPE_prefill-heavy", "RMSE", "aic", "ratio_to_floor", "status"]
+    t = table.reindex(columns=cols).copy()
+    for c in ("MAPE", "MAPE_decode-only", "MAPE_mixed", "MAPE_prefill-heavy", "ratio_to_floor"):
+        t[c] = t[c].map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
+    t["RMSE"] = t["RMSE"].map(lambda v: "" if pd.isna(v) else f"{v:.4g}")
+    t["aic"] = t["aic"].map(lambda v: "" if pd.isna(v) else f"{v:.1f}")
+    buf = io.StringIO()
+    buf.write(t.to_string(index=False))
+    return buf.getvalue()

@@ -1,0 +1,295 @@
+"""The perfmodel command: success paths and bad input (exit 2, one line, nothing lost)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfmodel.cli.main import main
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "data" / "example" / "example_trace.csv"
+
+
+def run(args, capsys):
+    rc = main([str(a) for a in args])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def fit_json(tmp_path_factory):
+    p = tmp_path_factory.mktemp("fit") / "fit.json"
+    assert main(["fit", str(EXAMPLE), "-o", str(p), "--model", "seed_id", "--json"]) == 0
+    return p
+
+
+def test_fit_writes_json_and_report(tmp_path, capsys):
+    out = tmp_path / "f.json"
+    rc, stdout, err = run(["fit", EXAMPLE, "-o", out, "--model", "seed"], capsys)
+    assert rc == 0, err
+    assert "[[Variables]]" in stdout and "not identifiable" in stdout
+    d = json.loads(out.read_text())
+    assert d["model"] == "seed" and d["fitted_model"] == "seed_id"
+    assert len(d["provenance"]["trace_sha256"]) == 64
+    rc, stdout, _ = run(["report", out], capsys)
+    assert rc == 0 and "[[Fit Statistics]]" in stdout
+
+
+def test_fit_json_output_is_machine_readable(tmp_path, capsys):
+    rc, stdout, _ = run(["fit", EXAMPLE, "-o", tmp_path / "f.json", "--json", "--loss", "huber"], capsys)
+    assert rc == 0
+    d = json.loads(stdout)
+    assert d["options"]["loss"] == "huber" and d["statistics"]["n"] == 2000
+
+
+def test_predict_keeps_every_column_and_adds_prediction(fit_json, tmp_path, capsys):
+    out = tmp_path / "pred.csv"
+    rc, _, err = run(["predict", fit_json, EXAMPLE, "-o", out], capsys)
+    assert rc == 0, err
+    src, got = pd.read_csv(EXAMPLE), pd.read_csv(out)
+    assert list(got.columns) == list(src.columns) + ["predicted_ms"]
+    assert np.all(got["predicted_ms"] > 0)
+
+
+def test_predict_works_without_measured_times(fit_json, tmp_path, capsys):
+    t = tmp_path / "plan.csv"
+    pd.DataFrame({"batch_size": [1, 8, 32], "total_tokens": [1, 512, 2048]}).to_csv(t, index=False)
+    rc, _, err = run(["predict", fit_json, t, "-o", tmp_path / "o.csv"], capsys)
+    assert rc == 0, err
+
+
+def test_sla_json_is_self_consistent(fit_json, capsys):
+    rc, stdout, _ = run(["sla", fit_json, "--batch-size", 8, "--target-ms", 40, "--json"], capsys)
+    assert rc == 0
+    d = json.loads(stdout)
+    assert d["batch_size"] == 8 and d["target_ms"] == 40
+    assert d["max_total_tokens"] is not None and d["predicted_ms"] <= 40
+
+
+def test_sla_infeasible_target_says_so(fit_json, capsys):
+    rc, stdout, _ = run(["sla", fit_json, "--batch-size", 8, "--target-ms", 0.5, "--json"], capsys)
+    assert rc == 0
+    assert json.loads(stdout)["max_total_tokens"] is None
+
+
+
+@pytest.mark.parametrize("target", [40, 0.5])  # feasible and infeasible
+def test_sla_text_and_json_state_the_same_search_start(fit_json, capsys, target):
+    """rising_from is the model's (below B here); the search starts at max(B, rising_from)."""
+    argv = ["sla", fit_json, "--batch-size", 16, "--target-ms", target]
+    rc, text, _ = run(argv, capsys)
+    assert rc == 0
+    rc, stdout, _ = run([*argv, "--json"], capsys)
+    assert rc == 0
+    d = json.loads(stdout)
+    assert d["rising_from"] < 16, "the case of the bug: the model rises from below B"
+    assert d["search_from"] == max(16, d["rising_from"]) == 16
+    stated = f"search from S={d['search_from']} = max(B=16, rising_from={d['rising_from']})"
+    assert stated in text and stated in d["reason"]
+    assert "rising branch from S=16" not in text
+
+
+def test_sla_frontier_and_max_batch_report_search_from(fit_json, capsys):
+    rc, stdout, _ = run(["sla", fit_json, "--frontier", "--batch-sizes", "1,16,64",
+                         "--target-ms", 40, "--json"], capsys)
+    assert rc == 0
+    rows = json.loads(stdout)["rows"]
+    assert [r["search_from"] for r in rows] == [max(b, r["rising_from"])
+                                               for b, r in zip((1, 16, 64), rows)]
+    rc, stdout, _ = run(["sla", fit_json, "--total-tokens", 256, "--target-ms", 20, "--json"],
+                        capsys)
+    assert rc == 0
+    d = json.loads(stdout)
+    assert d["search_from"] == d["rising_from"]
+    assert f"search from B={d['search_from']} = rising_from" in d["reason"]
+
+def test_diagnose_prints_the_residual_table(fit_json, capsys):
+    rc, stdout, err = run(["diagnose", fit_json, EXAMPLE, "--json"], capsys)
+    assert rc == 0, err
+    names = " ".join(t["test"] for t in json.loads(stdout)["tests"]).lower()
+    assert "shapiro" in names and "breusch" in names and "durbin" in names
+
+
+@pytest.mark.parametrize("flag,scale", [(["--relative", "weight"], "weight"),
+                                        (["--absolute"], "absolute"), ([], "log")])
+def test_diagnose_tests_residuals_on_the_fit_scale(flag, scale, tmp_path, capsys):
+    from perfmodel.core.results import FitResult
+    from perfmodel.core.scale import SCALES
+    from perfmodel.data.trace import read_trace, step_features
+    from perfmodel.stats.diagnostics import residual_table
+
+    f = tmp_path / "f.json"
+    assert main(["fit", str(EXAMPLE), "-o", str(f), "--model", "seed_id", "--starts", "2",
+                 *flag]) == 0
+    capsys.readouterr()
+    rc, stdout, err = run(["diagnose", f, EXAMPLE, "--json"], capsys)
+    assert rc == 0, err
+    d = json.loads(stdout)
+    assert d["residual_scale"] == scale and d["residual"] == SCALES[scale].residual_text
+    # the residuals tested are the fit's own: (T - T_hat)/T for a weight fit
+    df = read_trace(EXAMPLE)  # already in time order
+    e = SCALES[scale].residual(df["duration_ms"].to_numpy(float),
+                               FitResult.from_json(f).predict(df))
+    feats = step_features(df)
+    ref = residual_table(e, feats["B"], feats["S"], order=np.arange(len(e)))
+    assert [t["statistic"] for t in d["tests"]] == pytest.approx(
+        ref["statistic"].tolist(), rel=1e-9, nan_ok=True)
+    rc, text, _ = run(["diagnose", f, EXAMPLE], capsys)
+    assert f"on the fit's scale, {scale}" in text
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("batch_size,total_tokens\n1,2\n", "duration_ms"),
+    ("batch_size,total_tokens,duration_ms\n1,2,abc\n", "duration_ms"),
+    ("batch_size,total_tokens,duration_ms\n4,2,3.0\n", "total_tokens"),
+    ("batch_size,total_tokens,duration_ms\n", "empty"),
+])
+def test_bad_trace_exits_2_with_one_line(tmp_path, capsys, content, needle):
+    bad = tmp_path / "bad.csv"
+    bad.write_text(content)
+    out = tmp_path / "fit.json"
+    rc, _stdout, err = run(["fit", bad, "-o", out], capsys)
+    assert rc == 2
+    assert len(err.strip().splitlines()) == 1 and err.startswith("perfmodel: error:")
+    assert needle in err
+    assert "Traceback" not in err and not out.exists()
+
+
+def test_existing_output_is_never_overwritten_without_force(fit_json, tmp_path, capsys):
+    out = tmp_path / "keep.csv"
+    out.write_text("precious\n")
+    rc, _, err = run(["predict", fit_json, EXAMPLE, "-o", out], capsys)
+    assert rc == 2 and "--force" in err and out.read_text() == "precious\n"
+    rc, _, _ = run(["predict", fit_json, EXAMPLE, "-o", out, "--force"], capsys)
+    assert rc == 0 and "predicted_ms" in out.read_text()
+
+
+def test_a_failing_fit_leaves_an_existing_output_intact(tmp_path, capsys):
+    out = tmp_path / "fit.json"
+    out.write_text("old")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("batch_size,total_tokens,duration_ms\n1,1,-5\n")
+    rc, _, _ = run(["fit", bad, "-o", out, "--force"], capsys)
+    assert rc == 2 and out.read_text() == "old"
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["fit"], "required"),
+    (["fit", "x.csv", "-o", "y.json", "--model", "nope"], "invalid choice"),
+    (["report", "/nonexistent/fit.json"], "does not exist"),
+    (["sla", "/nonexistent/fit.json", "--batch-size", "1", "--target-ms", "1"], "does not exist"),
+])
+def test_usage_errors_exit_2(capsys, args, needle):
+    rc, _, err = run(args, capsys)
+    assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_sla_bad_arguments_exit_2(fit_json, capsys):
+    rc, _, err = run(["sla", fit_json, "--batch-size", 0, "--target-ms", 10], capsys)
+    assert rc == 2 and "batch" in err.lower()
+    rc, _, err = run(["sla", fit_json, "--batch-size", 4, "--target-ms", -1], capsys)
+    assert rc == 2 and "target" in err.lower()
+
+
+def test_module_entry_point_runs():
+    r = subprocess.run([sys.executable, "-m", "perfmodel", "--version"], capture_output=True,
+                       text=True, check=False)
+    assert r.returncode == 0 and "perfmodel" in r.stdout
+
+
+def _help(argv, capsys) -> str:
+    """The --help text of a sub-command (argparse exits 0 after printing it)."""
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "--help"])
+    assert e.value.code == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("command", ["sla", "simulate"])
+def test_help_names_the_real_output_option_of_fit(command, capsys):
+    text = _help([command], capsys)
+    assert "fit --out" not in text
+    assert "perfmodel fit -o/--output" in text
+    # the option named there exists
+    fit_help = _help(["fit"], capsys)
+    assert "-o OUTPUT, --output OUTPUT" in fit_help and "--out " not in fit_help
+
+
+
+# -- --random-state (was --seed, which also named the model --model seed) --------------------
+RANDOM_STATE_COMMANDS = [["fit"], ["compare"], ["simulate"], ["factors"], ["collect", "vllm"]]
+
+
+@pytest.mark.parametrize("command", RANDOM_STATE_COMMANDS, ids=" ".join)
+def test_help_offers_random_state_and_hides_seed(command, capsys):
+    text = _help(command, capsys)
+    assert "--random-state N" in text and "random seed of" in text
+    assert "--seed" not in text
+
+
+def test_no_subcommand_shows_seed_in_help(capsys):
+    from perfmodel.cli.main import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    for name in sub.choices:
+        assert "--seed" not in _help([name], capsys), name
+
+
+def test_random_state_and_deprecated_seed_set_the_same_seed(tmp_path, capsys):
+    fit = tmp_path / "f.json"
+    rc, stdout, err = run(["fit", EXAMPLE, "-o", fit, "--model", "seed_id", "--starts", 2,
+                           "--random-state", 5, "--json"], capsys)
+    assert rc == 0 and err == ""
+    assert json.loads(stdout)["options"]["seed"] == 5
+    rc, stdout, err = run(["fit", EXAMPLE, "-o", fit, "--force", "--model", "seed_id",
+                           "--starts", 2, "--seed", 5, "--json"], capsys)
+    assert rc == 0 and json.loads(stdout)["options"]["seed"] == 5
+    assert err.strip() == "perfmodel: warning: --seed is deprecated, use --random-state"
+    base = ["simulate", fit, "--num-requests", 20, "--rate", 5, "--prompt-tokens", 32,
+            "--output-tokens", 8, "--json"]
+    outs = {}
+    for opt in ("--random-state", "--seed"):
+        rc, stdout, _ = run([*base, opt, 3], capsys)
+        assert rc == 0
+        outs[opt] = json.loads(stdout)
+    assert outs["--random-state"] == outs["--seed"]
+    rc, stdout, _ = run([*base, "--random-state", 4], capsys)
+    assert rc == 0 and json.loads(stdout)["makespan_s"] != outs["--seed"]["makespan_s"]
+
+
+def test_random_state_must_be_an_integer(tmp_path, capsys):
+    rc, _, err = run(["fit", EXAMPLE, "-o", tmp_path / "f.json", "--random-state", "x"], capsys)
+    assert rc == 2 and "--random-state: invalid int value" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_auto_model_is_the_registry_default(capsys):
+    import pandas as pd
+
+    from perfmodel.cli.main import resolve_model
+    from perfmodel.core.model import RECOMMENDED
+
+    bs = pd.DataFrame({"batch_size": [1], "total_tokens": [3]})
+    assert resolve_model("auto", bs) == RECOMMENDED["no_context"] == "seed_id"
+    ctx = bs.assign(chunk_sizes=["3"], context_lens=["0"])
+    assert resolve_model("auto", ctx) == RECOMMENDED["context"] == "seed_ctx_mono"
+    assert resolve_model("seed_gamma", ctx) == "seed_gamma"
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert ("default: auto = seed_ctx_mono when the trace has chunk_sizes and context_lens, "
+            "else seed_id") in text
+
+
+def test_an_output_that_is_not_a_regular_file_is_refused_before_fitting(tmp_path, capsys):
+    real = tmp_path / "real.json"
+    real.write_text("keep\n")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    rc, _, err = run(["fit", EXAMPLE, "-o", link, "--force", "--model", "seed_id"], capsys)
+    assert rc == 2 and "is a symbolic link, not a regular file" in err
+    assert real.read_text() == "keep\n" and link.is_symlink()
