@@ -60,13 +60,13 @@ def cmd_fit(args):
         res.provenance["dropped_invalid_rows"] = len(df.attrs["dropped"])
     summary = res.summary()
     if args.bootstrap:
-        from perfmodel.stats.uncertainty import bootstrap
+        from perfmodel.stats.uncertainty import attach_bootstrap, bootstrap
 
         bs = bootstrap(res, df, n_boot=args.bootstrap, scheme=args.scheme, seed=args.seed,
                        n_jobs=args.jobs, method=args.ci_method, progress=not args.json)
-        res.provenance["bootstrap"] = bs.to_dict()
+        attach_bootstrap(res, bs)
         summary = res.summary()
-        summary["bootstrap"] = bs.to_dict()
+        summary["bootstrap"] = res.provenance["bootstrap"]
     atomic_write_text(out, json.dumps(json_safe(summary), indent=2, allow_nan=False) + "\n",
                       force=args.force)
     emit(args, res.fit_report() + f"\n\nwrote {out}", summary)

@@ -22,7 +22,6 @@ method for large-scale bound-constrained minimization (the ``trf`` method).
 """
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -513,7 +512,3 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
         medians=med, outlier_window=outlier_window, dropped=dropped, trace_sha256=sha,
         irls_iterations=irls_iter,
     )
-
-
-def _warn(msg):
-    warnings.warn(msg, RuntimeWarning, stacklevel=3)

@@ -64,7 +64,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from itertools import product
 from typing import Any, NamedTuple
 
@@ -78,6 +78,7 @@ from perfmodel.errors import InputError
 __all__ = [
     "POLICIES",
     "SETUP_KEYS",
+    "EngineConfig",
     "OverheadEstimate",
     "SimulationResult",
     "ValidationResult",
@@ -184,42 +185,86 @@ class _Req:
         return self.computed < self.P
 
 
-@dataclass
-class _Config:
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    policy: str
-    enable_chunked_prefill: bool
-    long_prefill_token_threshold: int
-    step_overhead_ms: float
-    step_noise_sd: float
+@dataclass(frozen=True)
+class EngineConfig:
+    """The engine settings of one simulation (vLLM's names; see the module docstring).
 
-    def as_dict(self):
-        return dict(self.__dict__)
+    Parameters
+    ----------
+    max_num_seqs, max_num_batched_tokens : int >= 1, scheduler limits
+    policy : ``'decode_first'`` (default), ``'prefill_first'`` or ``'fcfs'``
+    enable_chunked_prefill : split prompts across steps (default True)
+    long_prefill_token_threshold : int >= 0, cap on one prefill chunk (0: none)
+    step_overhead_ms : float >= 0, time per step outside the model run
+    step_noise_sd : float >= 0, sd of a multiplicative log-normal noise on the
+        model time (0: deterministic step times)
+
+    The values are checked (and integral floats made ints) on construction,
+    with the messages of the keyword arguments of :func:`simulate_closed_loop`.
+
+    Examples
+    --------
+    >>> EngineConfig(max_num_batched_tokens=512, policy="fcfs").max_num_seqs
+    256
+    """
+
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 2048
+    policy: str = "decode_first"
+    enable_chunked_prefill: bool = True
+    long_prefill_token_threshold: int = 0
+    step_overhead_ms: float = 0.0
+    step_noise_sd: float = 0.0
+
+    def __post_init__(self):
+        check_choice("policy", self.policy, POLICIES)
+        checked = {
+            "max_num_seqs": check_int_range("max_num_seqs", self.max_num_seqs, 1,
+                                            integral_float=True),
+            "max_num_batched_tokens": check_int_range("max_num_batched_tokens",
+                                                      self.max_num_batched_tokens, 1,
+                                                      integral_float=True),
+            "enable_chunked_prefill": bool(self.enable_chunked_prefill),
+            "long_prefill_token_threshold": check_int_range("long_prefill_token_threshold",
+                                                            self.long_prefill_token_threshold,
+                                                            0, integral_float=True),
+            "step_overhead_ms": check_positive("step_overhead_ms", self.step_overhead_ms,
+                                               allow_zero=True),
+            "step_noise_sd": check_positive("step_noise_sd", self.step_noise_sd,
+                                            allow_zero=True),
+        }
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings as a dict, in field order."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def _config(max_num_seqs, max_num_batched_tokens, policy, enable_chunked_prefill,
-            long_prefill_token_threshold, step_overhead_ms, step_noise_sd) -> _Config:
-    check_choice("policy", policy, POLICIES)
-    return _Config(
-        max_num_seqs=check_int_range("max_num_seqs", max_num_seqs, 1, integral_float=True),
-        max_num_batched_tokens=check_int_range("max_num_batched_tokens", max_num_batched_tokens,
-                                               1, integral_float=True),
-        policy=policy,
-        enable_chunked_prefill=bool(enable_chunked_prefill),
-        long_prefill_token_threshold=check_int_range("long_prefill_token_threshold",
-                                                     long_prefill_token_threshold, 0,
-                                                     integral_float=True),
-        step_overhead_ms=check_positive("step_overhead_ms", step_overhead_ms, allow_zero=True),
-        step_noise_sd=check_positive("step_noise_sd", step_noise_sd, allow_zero=True),
-    )
+_ENGINE_DEFAULTS = EngineConfig()
+
+
+def _engine(engine: EngineConfig | None, **keywords) -> EngineConfig:
+    """``engine``, or an :class:`EngineConfig` from the keyword arguments.
+
+    With ``engine`` given, the keywords must be at their defaults.
+    """
+    if engine is None:
+        return EngineConfig(**keywords)
+    if not isinstance(engine, EngineConfig):
+        raise InputError(f"engine must be an EngineConfig, got {type(engine).__name__}")
+    both = sorted(k for k, v in keywords.items() if v != getattr(_ENGINE_DEFAULTS, k))
+    if both:
+        raise InputError(f"give the engine settings either as engine=EngineConfig(...) or as "
+                         f"keyword arguments, not both (got {', '.join(both)})")
+    return engine
 
 
 # ---------------------------------------------------------------------------
 # scheduler (one step)
 # ---------------------------------------------------------------------------
 
-def _prefill_chunk(r: _Req, budget: int, cfg: _Config) -> int:
+def _prefill_chunk(r: _Req, budget: int, cfg: EngineConfig) -> int:
     n = min(r.P - r.computed, budget)
     if cfg.long_prefill_token_threshold > 0:
         n = min(n, cfg.long_prefill_token_threshold)
@@ -228,7 +273,7 @@ def _prefill_chunk(r: _Req, budget: int, cfg: _Config) -> int:
     return n
 
 
-def _schedule(running: list, waiting: deque, now: float, cfg: _Config) -> list:
+def _schedule(running: list, waiting: deque, now: float, cfg: EngineConfig) -> list:
     """One scheduling decision: list of (request, n_tokens), in batch order."""
     budget = cfg.max_num_batched_tokens
     out: list = []
@@ -290,7 +335,7 @@ def _schedule(running: list, waiting: deque, now: float, cfg: _Config) -> list:
 # the event loop
 # ---------------------------------------------------------------------------
 
-def _run(model, requests: list[_Req], cfg: _Config, *, closed: tuple | None, seed: int,
+def _run(model, requests: list[_Req], cfg: EngineConfig, *, closed: tuple | None, seed: int,
          keep_steps: bool, max_steps: int | None):
     """Run the engine loop.
 
@@ -443,7 +488,7 @@ class SimulationResult:
         return out
 
 
-def _result(reqs: list[_Req], log, n_steps, cfg: _Config, extra: dict) -> SimulationResult:
+def _result(reqs: list[_Req], log, n_steps, cfg: EngineConfig, extra: dict) -> SimulationResult:
     reqs = sorted(reqs, key=lambda r: r.rid)
     arr = np.array([r.arrival for r in reqs])
     first = np.array([r.first for r in reqs])
@@ -468,7 +513,8 @@ def simulate_closed_loop(model, num_requests: int, concurrency: int, prompt_toke
                          enable_chunked_prefill: bool = True,
                          long_prefill_token_threshold: int = 0, step_overhead_ms: float = 0.0,
                          step_noise_sd: float = 0.0, seed: int = 0, keep_steps: bool = True,
-                         max_steps: int | None = 10_000_000) -> SimulationResult:
+                         max_steps: int | None = 10_000_000,
+                         engine: EngineConfig | None = None) -> SimulationResult:
     """Simulate a closed-loop benchmark: ``concurrency`` clients issue ``num_requests`` in all.
 
     Problem: predict what a closed-loop benchmark (e.g. 40 requests,
@@ -495,6 +541,9 @@ def simulate_closed_loop(model, num_requests: int, concurrency: int, prompt_toke
     step_noise_sd : sd of a multiplicative log-normal noise on the model time
         (0: deterministic step times); drawn from ``seed``
     keep_steps : keep the step log (set False for large sweeps)
+    engine : EngineConfig, optional
+        The engine settings in one object, instead of ``max_num_seqs`` ...
+        ``step_noise_sd`` (which must then be left at their defaults)
 
     Returns
     -------
@@ -511,11 +560,9 @@ def simulate_closed_loop(model, num_requests: int, concurrency: int, prompt_toke
     _check_model(model)
     N = check_int_range("num_requests", num_requests, 1, integral_float=True)
     C = check_int_range("concurrency", concurrency, 1, integral_float=True)
-    Ps = _per_request("prompt_tokens", prompt_tokens, N)
-    Os = _per_request("output_tokens", output_tokens, N)
-    cfg = _config(max_num_seqs, max_num_batched_tokens, policy, enable_chunked_prefill,
-                  long_prefill_token_threshold, step_overhead_ms, step_noise_sd)
-    _check_fits(cfg, Ps)
+    Ps, Os, cfg = _workload(N, prompt_tokens, output_tokens, engine, (
+        max_num_seqs, max_num_batched_tokens, policy, enable_chunked_prefill,
+        long_prefill_token_threshold, step_overhead_ms, step_noise_sd))
     first = [_Req(i, 0.0, Ps[i], Os[i]) for i in range(min(C, N))]
     reqs, log, n = _run(model, first, cfg, closed=(N, Ps, Os), seed=seed, keep_steps=keep_steps,
                         max_steps=max_steps)
@@ -530,14 +577,15 @@ def simulate_open_loop(model, *, prompt_tokens, output_tokens, rate: float | Non
                        policy: str = "decode_first", enable_chunked_prefill: bool = True,
                        long_prefill_token_threshold: int = 0, step_overhead_ms: float = 0.0,
                        step_noise_sd: float = 0.0, seed: int = 0, keep_steps: bool = True,
-                       max_steps: int | None = 10_000_000) -> SimulationResult:
+                       max_steps: int | None = 10_000_000,
+                       engine: EngineConfig | None = None) -> SimulationResult:
     """Simulate open-loop traffic: Poisson arrivals at ``rate`` or a replay of ``arrival_times``.
 
     Problem: latency under a given offered load (requests/s) rather than a
     fixed number of clients.  Give either ``rate`` and ``num_requests``
     (Poisson arrivals from ``seed``, first at 0) or ``arrival_times`` (seconds,
-    any order, e.g. a trace's request timestamps).  Other parameters as
-    :func:`simulate_closed_loop`.
+    any order, e.g. a trace's request timestamps).  Other parameters (``engine``
+    included) as :func:`simulate_closed_loop`.
 
     Returns
     -------
@@ -559,11 +607,9 @@ def simulate_open_loop(model, *, prompt_tokens, output_tokens, rate: float | Non
             raise InputError("give rate and num_requests (Poisson arrivals) or arrival_times")
         arrivals = poisson_arrivals(rate, num_requests, seed)
     N = arrivals.size
-    Ps = _per_request("prompt_tokens", prompt_tokens, N)
-    Os = _per_request("output_tokens", output_tokens, N)
-    cfg = _config(max_num_seqs, max_num_batched_tokens, policy, enable_chunked_prefill,
-                  long_prefill_token_threshold, step_overhead_ms, step_noise_sd)
-    _check_fits(cfg, Ps)
+    Ps, Os, cfg = _workload(N, prompt_tokens, output_tokens, engine, (
+        max_num_seqs, max_num_batched_tokens, policy, enable_chunked_prefill,
+        long_prefill_token_threshold, step_overhead_ms, step_noise_sd))
     reqs = [_Req(i, float(arrivals[i]), Ps[i], Os[i]) for i in range(N)]
     reqs, log, n = _run(model, reqs, cfg, closed=None, seed=seed, keep_steps=keep_steps,
                         max_steps=max_steps)
@@ -572,11 +618,24 @@ def simulate_open_loop(model, *, prompt_tokens, output_tokens, rate: float | Non
     return _result(reqs, log, n, cfg, extra)
 
 
+def _workload(N: int, prompt_tokens, output_tokens, engine, values: tuple):
+    """Per-request prompt and output lengths and the engine settings, checked.
+
+    ``values`` are the engine keyword arguments in :class:`EngineConfig`'s field order.
+    """
+    Ps = _per_request("prompt_tokens", prompt_tokens, N)
+    Os = _per_request("output_tokens", output_tokens, N)
+    cfg = _engine(engine, **dict(zip((f.name for f in fields(EngineConfig)), values,
+                                     strict=True)))
+    _check_fits(cfg, Ps)
+    return Ps, Os, cfg
+
+
 def _scalar_or_list(a: np.ndarray):
     return int(a[0]) if np.all(a == a[0]) else a.tolist()
 
 
-def _check_fits(cfg: _Config, Ps: np.ndarray):
+def _check_fits(cfg: EngineConfig, Ps: np.ndarray):
     if not cfg.enable_chunked_prefill and Ps.max() > cfg.max_num_batched_tokens:
         raise InputError(f"prompt_tokens up to {int(Ps.max())} exceed max_num_batched_tokens="
                          f"{cfg.max_num_batched_tokens} without chunked prefill: such a prompt "
@@ -930,7 +989,7 @@ def evaluate_policies(model, workload: Mapping, *, policies=("decode_first", "pr
                       max_num_batched_tokens=(256, 512, 1024, 2048),
                       max_num_seqs=(256,), long_prefill_token_threshold=(0,),
                       step_overhead_ms: float = 0.0, seed: int = 0,
-                      seeds=None) -> pd.DataFrame:
+                      seeds=None, engine: EngineConfig | None = None) -> pd.DataFrame:
     """Sweep batching policies with the simulator: throughput against latency.
 
     Problem: compare batching policies (docs/model.md, Closed-loop benchmark): chunk sizes
@@ -952,6 +1011,13 @@ def evaluate_policies(model, workload: Mapping, *, policies=("decode_first", "pr
         setting), the metrics are the means over seeds, and the Pareto front
         counts a setting as dominated only where the paired seed-to-seed
         differences are significant (:func:`pareto_front` with ``samples``)
+    engine : EngineConfig, optional
+        The settings every run shares (``step_overhead_ms``,
+        ``enable_chunked_prefill``, ``step_noise_sd``), instead of
+        ``step_overhead_ms`` (which must then be left at 0); its ``policy``,
+        ``max_num_batched_tokens``, ``max_num_seqs`` and
+        ``long_prefill_token_threshold`` are replaced by each combination of
+        the grids above
 
     Returns
     -------
@@ -988,13 +1054,18 @@ def evaluate_policies(model, workload: Mapping, *, policies=("decode_first", "pr
     seeds = [seed] if seeds is None else [int(v) for v in np.atleast_1d(seeds)]
     if not seeds:
         raise InputError("seeds is empty")
+    if engine is None:
+        shared = {"step_overhead_ms": step_overhead_ms}
+    else:
+        shared = _engine(engine, step_overhead_ms=step_overhead_ms).as_dict()
+        shared = {k: shared[k] for k in ("enable_chunked_prefill", "step_overhead_ms",
+                                         "step_noise_sd")}
     rows, per_seed = [], []
     for pol, K, M, thr in product(*grids.values()):
         runs = []
         for sd in seeds:
             kw = {"max_num_seqs": M, "max_num_batched_tokens": K, "policy": pol,
-                      "long_prefill_token_threshold": thr, "step_overhead_ms": step_overhead_ms,
-                      "seed": sd, "keep_steps": True}
+                  "long_prefill_token_threshold": thr, **shared, "seed": sd, "keep_steps": True}
             if closed:
                 r = simulate_closed_loop(model, workload["num_requests"],
                                          workload["concurrency"], workload["prompt_tokens"],

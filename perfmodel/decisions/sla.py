@@ -293,15 +293,7 @@ def _largest_below(g, start, hi, target):
         capped |= reached
         active = good & ~reached
         step *= 2
-    while True:
-        act = (bad >= 0) & (bad - ok > 1)
-        if not act.any():
-            break
-        mid = (ok + bad) // 2
-        v = g(mid[:, None])[:, 0]
-        le = v <= target
-        ok = np.where(act & le, mid, ok)
-        bad = np.where(act & ~le, mid, bad)
+    ok, _ = _bisect(g, ok, bad, bad >= 0, target, increasing=True)
     return ok, feas, capped, v0
 
 
@@ -316,17 +308,28 @@ def _smallest_below(g, lo, start, target):
     vs = g(start[:, None])[:, 0]
     out = np.where(vlo <= target, lo, -1)
     need = (vlo > target) & (vs <= target)
-    a, b = lo.copy(), start.copy()  # g(a) > target, g(b) <= target
+    # g(lo) > target, g(start) <= target on the rows that need the search
+    _, b = _bisect(g, lo.copy(), start.copy(), need, target, increasing=False)
+    return np.where(need, b, out)
+
+
+def _bisect(g, lower, upper, rows, target, *, increasing):
+    """Bisect integer brackets ``lower < upper`` on ``rows`` until they are adjacent.
+
+    ``g`` is non-decreasing (``increasing``) or non-increasing between the
+    brackets; the bracket on the side where ``g <= target`` keeps that
+    property, the other keeps ``g > target``.  Returns ``(lower, upper)``.
+    """
     while True:
-        act = need & (b - a > 1)
+        act = rows & (upper - lower > 1)
         if not act.any():
             break
-        mid = (a + b) // 2
-        v = g(mid[:, None])[:, 0]
-        le = v <= target
-        b = np.where(act & le, mid, b)
-        a = np.where(act & ~le, mid, a)
-    return np.where(need, b, out)
+        mid = (lower + upper) // 2
+        le = g(mid[:, None])[:, 0] <= target
+        raise_lower = le if increasing else ~le
+        lower = np.where(act & raise_lower, mid, lower)
+        upper = np.where(act & ~raise_lower, mid, upper)
+    return lower, upper
 
 
 # ---------------------------------------------------------------------------

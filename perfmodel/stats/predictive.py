@@ -129,28 +129,29 @@ def _check_fit(fit) -> None:
         raise InputError(f"fit has {fit.dof} degrees of freedom: no residual variance")
 
 
-def _level(level) -> float:
-    if isinstance(level, bool):
-        raise InputError(f"level must be a number in (0, 1), got {level!r}")
+def _open_unit(name: str, value, what: str, *, scalar_what: str | None = None) -> float:
+    """``value`` as a float in (0, 1), else ``InputError('{name} must be {what}, got ...')``.
+
+    With ``scalar_what``, an array is refused too, and a bool or an array is
+    told ``'{name} must be {scalar_what}, got ...'``.
+    """
+    if isinstance(value, bool) or (scalar_what is not None and np.ndim(value) != 0):
+        raise InputError(f"{name} must be {scalar_what or what}, got {value!r}")
     try:
-        x = float(level)
+        x = float(value)
     except (TypeError, ValueError):
-        raise InputError(f"level must be a number in (0, 1), got {level!r}") from None
+        raise InputError(f"{name} must be {what}, got {value!r}") from None
     if not 0.0 < x < 1.0:
-        raise InputError(f"level must be a number in (0, 1), got {level!r}")
+        raise InputError(f"{name} must be {what}, got {value!r}")
     return x
+
+
+def _level(level) -> float:
+    return _open_unit("level", level, "a number in (0, 1)")
 
 
 def _q(q) -> float:
-    if isinstance(q, bool) or np.ndim(q) != 0:
-        raise InputError(f"q must be one probability in (0, 1), got {q!r}")
-    try:
-        x = float(q)
-    except (TypeError, ValueError):
-        raise InputError(f"q must be a probability in (0, 1), got {q!r}") from None
-    if not 0.0 < x < 1.0:
-        raise InputError(f"q must be a probability in (0, 1), got {q!r}")
-    return x
+    return _open_unit("q", q, "a probability in (0, 1)", scalar_what="one probability in (0, 1)")
 
 
 def _count(name: str, value, minimum: int) -> int:

@@ -15,6 +15,7 @@ import pytest
 from perfmodel.cli.simulate import add_simulate_arguments, simulate_command
 from perfmodel.core.model import get_model
 from perfmodel.decisions.simulate import (
+    EngineConfig,
     batch_features,
     compare_to_run,
     estimate_step_overhead,
@@ -495,6 +496,43 @@ def test_evaluate_policies_and_plots():
     assert len(open_df) == 2
     with pytest.raises(InputError, match="workload is missing"):
         evaluate_policies(Truth(), {"concurrency": 2})
+
+
+def test_engine_config_gives_the_keyword_results():
+    kw = {"max_num_seqs": 6, "max_num_batched_tokens": 96.0, "policy": "fcfs",
+          "enable_chunked_prefill": True, "long_prefill_token_threshold": 40,
+          "step_overhead_ms": 1.5, "step_noise_sd": 0.1}
+    eng = EngineConfig(**kw)
+    assert eng.max_num_batched_tokens == 96 and isinstance(eng.max_num_batched_tokens, int)
+    a = simulate_closed_loop(Truth(), 20, 5, [30, 120] * 10, 9, seed=3, **kw)
+    b = simulate_closed_loop(Truth(), 20, 5, [30, 120] * 10, 9, seed=3, engine=eng)
+    pd.testing.assert_frame_equal(a.requests, b.requests)
+    pd.testing.assert_frame_equal(a.steps, b.steps)
+    assert json.dumps(a.to_dict(), sort_keys=True) == json.dumps(b.to_dict(), sort_keys=True)
+    assert a.config == b.config
+    a = simulate_open_loop(Truth(), prompt_tokens=50, output_tokens=8, rate=15.0,
+                           num_requests=25, seed=2, **kw)
+    b = simulate_open_loop(Truth(), prompt_tokens=50, output_tokens=8, rate=15.0,
+                           num_requests=25, seed=2, engine=eng)
+    pd.testing.assert_frame_equal(a.requests, b.requests)
+    assert a.config == b.config
+    wl = {"num_requests": 16, "concurrency": 4, "prompt_tokens": 100, "output_tokens": 6}
+    grid = {"max_num_batched_tokens": (64, 128), "max_num_seqs": (4,)}
+    pd.testing.assert_frame_equal(
+        evaluate_policies(Truth(), wl, step_overhead_ms=1.5, **grid),
+        evaluate_policies(Truth(), wl, engine=EngineConfig(step_overhead_ms=1.5), **grid))
+    cfg = simulate_closed_loop(Const(1.0), 1, 1, 4, 2).config
+    assert {k: cfg[k] for k in EngineConfig().as_dict()} == EngineConfig().as_dict()
+    with pytest.raises(InputError, match="not both"):
+        simulate_closed_loop(Truth(), 4, 2, 10, 3, max_num_seqs=8, engine=eng)
+    with pytest.raises(InputError, match="not both"):
+        evaluate_policies(Truth(), wl, step_overhead_ms=1.0, engine=eng)
+    with pytest.raises(InputError, match="engine must be an EngineConfig"):
+        simulate_closed_loop(Truth(), 4, 2, 10, 3, engine={"max_num_seqs": 8})
+    with pytest.raises(InputError, match="policy"):
+        EngineConfig(policy="lifo")
+    with pytest.raises(InputError, match="max_num_seqs"):
+        EngineConfig(max_num_seqs=0)
 
 
 def test_pareto_front_simple():
