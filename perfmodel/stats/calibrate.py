@@ -58,11 +58,11 @@ import pandas as pd
 from scipy import optimize
 
 from perfmodel._checks import check_int_range
-from perfmodel.core.fit import fit_curve
+from perfmodel.core.fit import fit_curve, race_starts
 from perfmodel.core.model import RECOMMENDED, Model, get_model
 from perfmodel.core.scale import LOG
 from perfmodel.data.features import uniform_batch_features
-from perfmodel.errors import FitError, InputError
+from perfmodel.errors import InputError
 
 __all__ = [
     "REQUEST_COLUMNS",
@@ -474,20 +474,11 @@ def calibrate_from_requests(df_rows, model=RECOMMENDED["context"], seed: int = 0
     # the request latency is fitted on the log scale (perfmodel.core.scale.LOG)
     func, jac = LOG.regression(_sum, _sum_jac)
 
-    best, n_ok = None, 0
     starts_phys = _starts(m, f, starts, y, free, hold, int(n_starts), int(seed))
-    for s0 in starts_phys:
-        try:
-            r = fit_curve(func, None, logy, (s0 * pscale)[free], jac=jac, bounds=(lo_s, hi_s),
-                          xtol=1e-10, ftol=1e-10, gtol=1e-10, max_nfev=max_nfev)
-        except FitError:
-            continue
-        n_ok += r.success
-        if best is None or r.cost < best[0].cost:
-            best = (r, s0)
-    if best is None:
-        raise FitError(f"all {len(starts_phys)} starts of model {m.name!r} failed")
-    r, s0 = best
+    r, s0, n_ok = race_starts(
+        lambda s: fit_curve(func, None, logy, (s * pscale)[free], jac=jac, bounds=(lo_s, hi_s),
+                            xtol=1e-10, ftol=1e-10, gtol=1e-10, max_nfev=max_nfev),
+        starts_phys, m.name)
 
     theta = hold.copy()
     theta[free] = r.params / pscale[free]
