@@ -549,7 +549,7 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
     -------
     perfmodel.core.results.FitResult
     """
-    from perfmodel.core.results import FitResult
+    from perfmodel.core.results import FitData, FitEstimate, FitOptions, FitResult
 
     native, m = _check_options(model, loss, relative, n_starts)
     feats_all, y_all, keep, dropped, sha = _prepare(data, y, m, outlier_window)
@@ -569,12 +569,15 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
     cov = r.cov / np.outer(pscale, pscale)  # elementwise: NaN rows stay local
     pred = m._predict(theta, feats_all)
     return FitResult.build(
-        model=native, fitted=m, theta=theta, cov=cov, at_bound=r.at_bound,
-        unidentified=r.unidentified, y=y_all, yhat=pred, keep=keep, feats=feats_all,
-        weights=w_final, relative=relative, loss=loss, f_scale=fsc, curve=r,
-        init=s0, n_starts=len(starts), n_converged=int(n_ok), seed=seed, scale=scale,
-        medians=med, outlier_window=outlier_window, dropped=dropped, trace_sha256=sha,
-        irls_iterations=irls_iter,
+        model=native, fitted=m,
+        estimate=FitEstimate(theta=theta, cov=cov, at_bound=r.at_bound,
+                             unidentified=r.unidentified, init=s0, curve=r),
+        data=FitData(y=y_all, yhat=pred, keep=keep, feats=feats_all, medians=med,
+                     dropped=dropped, trace_sha256=sha),
+        options=FitOptions(loss=loss, relative=relative, f_scale=fsc, n_starts=len(starts),
+                           n_converged=int(n_ok), seed=seed, scale=scale,
+                           outlier_window=outlier_window, irls_iterations=irls_iter,
+                           weighted=w_final is not None),
     )
 
 def _warn(msg):

@@ -406,7 +406,7 @@ def _integrated_regression(m: Model, f, starts, free, hold, scale: bool):
 def _calibration_result(m: Model, r, s0, n_ok: int, *, B, L, y, steps, n_steps: int, starts,
                         hold, free, invisible, pscale, med, n_starts: int, seed: int, scale: bool):
     """The FitResult of a calibration: physical units, request-level statistics, options."""
-    from perfmodel.core.results import FitResult
+    from perfmodel.core.results import FitData, FitEstimate, FitOptions, FitResult
 
     names, p, n = m.param_names, m.n_params, y.size
     theta = hold.copy()
@@ -419,11 +419,13 @@ def _calibration_result(m: Model, r, s0, n_ok: int, *, B, L, y, steps, n_steps: 
     unident[free] = r.unidentified
     pred = integrate_predict(m, theta, steps, starts)
     out = FitResult.build(
-        model=m, fitted=m, theta=theta, cov=cov, at_bound=at_bound, unidentified=unident,
-        y=y, yhat=pred, keep=np.ones(n, bool), feats={"B": B.astype(float), "L": L.astype(float)},
-        weights=None, relative="log", loss="linear", f_scale=1.0, curve=r, init=s0,
-        n_starts=n_starts, n_converged=int(n_ok), seed=int(seed), scale=scale,
-        medians=med, outlier_window=None, dropped=None, trace_sha256=None, irls_iterations=0)
+        model=m, fitted=m,
+        estimate=FitEstimate(theta=theta, cov=cov, at_bound=at_bound, unidentified=unident,
+                             init=s0, curve=r),
+        data=FitData(y=y, yhat=pred, keep=np.ones(n, bool),
+                     feats={"B": B.astype(float), "L": L.astype(float)}, medians=med),
+        options=FitOptions(loss="linear", relative="log", f_scale=1.0, n_starts=n_starts,
+                           n_converged=int(n_ok), seed=int(seed), scale=scale))
     out.options.update(
         target="static_batch_requests", n_steps=n_steps,
         fixed={nm: float(v) for nm, v, fr in zip(names, hold, free) if not fr},
