@@ -23,7 +23,7 @@ method for large-scale bound-constrained minimization (the ``trf`` method).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy import optimize
@@ -335,6 +335,175 @@ def _restart_until_stalled(refit: Callable[[np.ndarray], CurveFit], r: CurveFit,
     return r
 
 
+def _check_options(model, loss, relative, n_starts) -> tuple[Model, Model]:
+    """The model as named and the member it is fitted as; the option checks."""
+    m = get_model(model)
+    native = m
+    if m.fitted_as:
+        m = get_model(m.fitted_as)
+    if loss not in LOSSES:
+        raise InputError(f"loss {loss!r} is not one of {list(LOSSES)}")
+    get_scale(relative)
+    if not isinstance(n_starts, (int, np.integer)) or n_starts < 1:
+        raise InputError(f"n_starts must be an integer >= 1, got {n_starts!r}")
+    return native, m
+
+
+def _kept_rows(m: Model, feats_all, y_all, keep, weights):
+    """Features, step times and weights of the steps inside the outlier window."""
+    feats = {k: v[keep] for k, v in feats_all.items()}
+    yk = y_all[keep]
+    if weights is not None:
+        w_all = np.asarray(weights, float).ravel()
+        if w_all.shape != y_all.shape:
+            raise InputError(f"weights has length {w_all.size}, the trace has {y_all.size} steps")
+        wk = w_all[keep]
+    else:
+        wk = None
+    n, p = yk.size, m.n_params
+    if n <= p:
+        raise InputError(f"model {m.name!r} has {p} parameters but only {n} steps to fit")
+    return feats, yk, wk
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """One scaled least-squares problem: what every solve of a fit shares."""
+
+    func: Callable
+    jac: Callable
+    x: dict
+    y: np.ndarray
+    weights: np.ndarray | None
+    bounds: tuple
+    tol: float
+    max_nfev: int | None
+    x_scale: object
+
+    def solve(self, start, *, loss: str = "linear", f_scale: float = 1.0) -> CurveFit:
+        return fit_curve(self.func, self.x, self.y, start, jac=self.jac, bounds=self.bounds,
+                         loss=loss, f_scale=f_scale, weights=self.weights, xtol=self.tol,
+                         ftol=self.tol, gtol=self.tol, max_nfev=self.max_nfev,
+                         x_scale=self.x_scale)
+
+    def subset(self, rows) -> _Problem:
+        return replace(self, x={k: v[rows] for k, v in self.x.items()}, y=self.y[rows],
+                       weights=None if self.weights is None else self.weights[rows])
+
+
+def _scaled_problem(m: Model, feats, yk, wk, *, relative, scale, tol, max_nfev, x_scale):
+    """Median scaling of the features -> (medians, scale factor per parameter, problem)."""
+    med = {k: (float(np.median(v[v > 0])) if np.any(v > 0) else 1.0) if scale else 1.0
+           for k, v in feats.items()}
+    fs = {k: v / med[k] for k, v in feats.items()}
+    pscale = np.array([np.prod([med[k] ** pw for k, pw in prm.scales_with.items()]) or 1.0
+                       for prm in m.params])
+    fscale = get_scale(relative)
+    func, jac = fscale.regression(m._predict, m._jacobian)
+    prob = _Problem(func=func, jac=jac, x=fs, y=fscale.target(yk), weights=fscale.weights(yk, wk),
+                    bounds=(m.lower * pscale, m.upper * pscale), tol=tol, max_nfev=max_nfev,
+                    x_scale=x_scale)
+    return med, pscale, prob
+
+
+def _start_points(m: Model, feats, yk, x0, n_starts, rng) -> list[np.ndarray]:
+    """Starting points in physical units: x0, the heuristic, the guess, perturbations."""
+    p = m.n_params
+    starts = []
+    if x0 is not None:
+        starts.append(m.clip(m.check_theta(x0)))
+    if hasattr(m, "seed_heuristic"):
+        starts.append(m.seed_heuristic(feats, yk))
+    starts.append(m.initial_guess(feats, yk))
+    guess = m.initial_guess(feats, yk)
+    while len(starts) < n_starts:
+        pert = guess * np.exp(rng.uniform(-np.log(10), np.log(10), p))
+        pert = np.where(guess == 0, rng.uniform(0, 1e-3, p), pert)
+        starts.append(m.clip(pert))
+    return starts[:n_starts]
+
+
+def _robust_scale(prob: _Problem, loss, f_scale, pilot_start) -> float:
+    """The robust loss's scale: ``f_scale``, or 1.345 x MAD of a linear pilot fit."""
+    fsc = 1.0
+    if loss in ("huber", "soft_l1", "cauchy", "tukey") and f_scale is None:
+        pilot = prob.solve(pilot_start)
+        w = prob.weights
+        fsc = 1.345 * _mad_scale(pilot.residuals * (np.sqrt(w) if w is not None else 1))
+    elif f_scale is not None:
+        if not (np.isfinite(f_scale) and f_scale > 0):
+            raise InputError(f"f_scale must be positive, got {f_scale!r}")
+        fsc = float(f_scale)
+    return fsc
+
+
+def race_starts(solve: Callable[[np.ndarray], CurveFit], starts, name: str):
+    """Solve from every start and keep the lowest cost (the multi-start race).
+
+    ``solve(start)`` returns a :class:`CurveFit` or raises :class:`FitError`
+    (that start is skipped).  Returns ``(best fit, its start, number of
+    starts whose solver reported success)``; raises :class:`FitError` naming
+    model ``name`` when every start failed.  Shared by :func:`fit_model` and
+    :func:`perfmodel.stats.calibrate.calibrate_from_requests`.
+    """
+    best = None
+    n_ok = 0
+    for s0 in starts:
+        try:
+            r = solve(s0)
+        except FitError:
+            continue
+        n_ok += r.success
+        if best is None or r.cost < best[0].cost:
+            best = (r, s0)
+    if best is None:
+        raise FitError(f"all {len(starts)} starts of model {name!r} failed")
+    r, s0 = best
+    return r, s0, n_ok
+
+
+def _multistart(prob: _Problem, starts, pscale, *, loss, f_scale, subsample, rng, name):
+    """The race of the starts, then the winner polished on all steps with restarts."""
+    # Multi-start: on large traces the starts race on a seeded subsample of
+    # `multistart_subsample` steps and only the winner is polished on all data
+    # (the basin is found on the subsample; the optimum is the full data's).
+    n = prob.y.size
+    sub = None
+    if len(starts) > 1 and subsample and n > subsample:
+        sub = np.sort(rng.choice(n, subsample, replace=False))
+    race = prob if sub is None else prob.subset(sub)
+    # with several starts each race is capped (it only has to find the basin); the
+    # winner is then polished without the cap
+    max_nfev = prob.max_nfev
+    race = replace(race, max_nfev=max_nfev if len(starts) == 1 else min(max_nfev or 300, 300))
+    r, s0, n_ok = race_starts(lambda s: race.solve(s * pscale, loss=loss, f_scale=f_scale),
+                              starts, name)
+    if sub is not None or (len(starts) > 1 and r.status == 0):
+        r = prob.solve(r.params, loss=loss, f_scale=f_scale)
+    r = _restart_until_stalled(lambda start: prob.solve(start, loss=loss, f_scale=f_scale), r)
+    return r, s0, n_ok
+
+
+def _irls_tukey(prob: _Problem, r: CurveFit, c: float, max_irls: int):
+    """Tukey's biweight by IRLS from fit ``r`` -> (fit, weights, scale, iterations)."""
+    base_w = prob.weights
+    irls_iter = 0
+    w_final = base_w
+    th = r.params
+    for irls_iter in range(1, max_irls + 1):
+        res = prob.func(th, prob.x) - prob.y
+        rw = res * (np.sqrt(base_w) if base_w is not None else 1.0)
+        sc = _mad_scale(rw)
+        tw = _tukey_weights(rw, c * sc)
+        w_final = tw * (base_w if base_w is not None else 1.0)
+        r = replace(prob, weights=w_final).solve(th)
+        if np.allclose(r.params, th, rtol=1e-8, atol=0):
+            th = r.params
+            break
+        th = r.params
+    return r, w_final, float(c * sc), irls_iter
+
+
 def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: str = "log",
               f_scale: float | None = None, weights=None, n_starts: int = 8, seed: int = 0,
               scale: bool = True, outlier_window=None, x0=None, max_nfev: int | None = 2000,
@@ -379,136 +548,33 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
     -------
     perfmodel.core.results.FitResult
     """
-    from perfmodel.core.results import FitResult
+    from perfmodel.core.results import FitData, FitEstimate, FitOptions, FitResult
 
-    m = get_model(model)
-    native = m
-    if m.fitted_as:
-        m = get_model(m.fitted_as)
-    if loss not in LOSSES:
-        raise InputError(f"loss {loss!r} is not one of {list(LOSSES)}")
-    get_scale(relative)
-    if not isinstance(n_starts, (int, np.integer)) or n_starts < 1:
-        raise InputError(f"n_starts must be an integer >= 1, got {n_starts!r}")
+    native, m = _check_options(model, loss, relative, n_starts)
     feats_all, y_all, keep, dropped, sha = _prepare(data, y, m, outlier_window)
-    feats = {k: v[keep] for k, v in feats_all.items()}
-    yk = y_all[keep]
-    if weights is not None:
-        w_all = np.asarray(weights, float).ravel()
-        if w_all.shape != y_all.shape:
-            raise InputError(f"weights has length {w_all.size}, the trace has {y_all.size} steps")
-        wk = w_all[keep]
-    else:
-        wk = None
-    n = yk.size
-    p = m.n_params
-    if n <= p:
-        raise InputError(f"model {m.name!r} has {p} parameters but only {n} steps to fit")
-
-    # median scaling of features -> scale factor per parameter
-    med = {k: (float(np.median(v[v > 0])) if np.any(v > 0) else 1.0) if scale else 1.0
-           for k, v in feats.items()}
-    fs = {k: v / med[k] for k, v in feats.items()}
-    pscale = np.array([np.prod([med[k] ** pw for k, pw in prm.scales_with.items()]) or 1.0
-                       for prm in m.params])
-    lo_s, hi_s = m.lower * pscale, m.upper * pscale
-
-    fscale = get_scale(relative)
-    ytarget = fscale.target(yk)
-    func, jac = fscale.regression(m._predict, m._jacobian)
-    base_w = fscale.weights(yk, wk)
-
-    # starting points (physical units)
+    feats, yk, wk = _kept_rows(m, feats_all, y_all, keep, weights)
+    med, pscale, prob = _scaled_problem(m, feats, yk, wk, relative=relative, scale=scale,
+                                        tol=tol, max_nfev=max_nfev, x_scale=x_scale)
     rng = np.random.default_rng(seed)
-    starts = []
-    if x0 is not None:
-        starts.append(m.clip(m.check_theta(x0)))
-    if hasattr(m, "seed_heuristic"):
-        starts.append(m.seed_heuristic(feats, yk))
-    starts.append(m.initial_guess(feats, yk))
-    guess = m.initial_guess(feats, yk)
-    while len(starts) < n_starts:
-        pert = guess * np.exp(rng.uniform(-np.log(10), np.log(10), p))
-        pert = np.where(guess == 0, rng.uniform(0, 1e-3, p), pert)
-        starts.append(m.clip(pert))
-    starts = starts[:n_starts]
-
-    base_loss = "linear" if loss == "tukey" else loss
-    fsc = 1.0
-    if loss in ("huber", "soft_l1", "cauchy", "tukey") and f_scale is None:
-        pilot = fit_curve(func, fs, ytarget, m.clip(starts[0]) * pscale, jac=jac,
-                          bounds=(lo_s, hi_s), weights=base_w, xtol=tol, ftol=tol,
-                          gtol=tol, max_nfev=max_nfev, x_scale=x_scale)
-        fsc = 1.345 * _mad_scale(pilot.residuals * (np.sqrt(base_w) if base_w is not None else 1))
-    elif f_scale is not None:
-        if not (np.isfinite(f_scale) and f_scale > 0):
-            raise InputError(f"f_scale must be positive, got {f_scale!r}")
-        fsc = float(f_scale)
-
-    # Multi-start: on large traces the starts race on a seeded subsample of
-    # `multistart_subsample` steps and only the winner is polished on all data
-    # (the basin is found on the subsample; the optimum is the full data's).
-    sub = None
-    if len(starts) > 1 and multistart_subsample and n > multistart_subsample:
-        sub = np.sort(rng.choice(n, multistart_subsample, replace=False))
-    fs_ms = fs if sub is None else {k: v[sub] for k, v in fs.items()}
-    y_ms = ytarget if sub is None else ytarget[sub]
-    w_ms = base_w if (sub is None or base_w is None) else base_w[sub]
-    best = None
-    n_ok = 0
-    # with several starts each race is capped (it only has to find the basin); the
-    # winner is then polished without the cap
-    race_nfev = max_nfev if len(starts) == 1 else min(max_nfev or 300, 300)
-    for s0 in starts:
-        try:
-            r = fit_curve(func, fs_ms, y_ms, s0 * pscale, jac=jac, bounds=(lo_s, hi_s),
-                          loss=base_loss, f_scale=fsc, weights=w_ms, xtol=tol,
-                          ftol=tol, gtol=tol, max_nfev=race_nfev, x_scale=x_scale)
-        except FitError:
-            continue
-        n_ok += r.success
-        if best is None or r.cost < best[0].cost:
-            best = (r, s0)
-    if best is None:
-        raise FitError(f"all {len(starts)} starts of model {m.name!r} failed")
-    r, s0 = best
-    if sub is not None or (len(starts) > 1 and r.status == 0):
-        r = fit_curve(func, fs, ytarget, r.params, jac=jac, bounds=(lo_s, hi_s),
-                      loss=base_loss, f_scale=fsc, weights=base_w, xtol=tol,
-                      ftol=tol, gtol=tol, max_nfev=max_nfev, x_scale=x_scale)
-    r = _restart_until_stalled(
-        lambda start: fit_curve(func, fs, ytarget, start, jac=jac, bounds=(lo_s, hi_s),
-                                loss=base_loss, f_scale=fsc, weights=base_w, xtol=tol,
-                                ftol=tol, gtol=tol, max_nfev=max_nfev, x_scale=x_scale),
-        r)
-    irls_iter = 0
-    w_final = base_w
+    starts = _start_points(m, feats, yk, x0, n_starts, rng)
+    fsc = _robust_scale(prob, loss, f_scale, m.clip(starts[0]) * pscale)
+    r, s0, n_ok = _multistart(prob, starts, pscale, loss="linear" if loss == "tukey" else loss,
+                              f_scale=fsc, subsample=multistart_subsample, rng=rng, name=m.name)
+    irls_iter, w_final = 0, prob.weights
     if loss == "tukey":
-        c = tukey_c
-        th = r.params
-        for irls_iter in range(1, max_irls + 1):
-            res = func(th, fs) - ytarget
-            rw = res * (np.sqrt(base_w) if base_w is not None else 1.0)
-            sc = _mad_scale(rw)
-            tw = _tukey_weights(rw, c * sc)
-            w_final = tw * (base_w if base_w is not None else 1.0)
-            r = fit_curve(func, fs, ytarget, th, jac=jac, bounds=(lo_s, hi_s),
-                          weights=w_final, xtol=tol, ftol=tol, gtol=tol, max_nfev=max_nfev,
-                          x_scale=x_scale)
-            if np.allclose(r.params, th, rtol=1e-8, atol=0):
-                th = r.params
-                break
-            th = r.params
-        fsc = float(c * sc)
+        r, w_final, fsc, irls_iter = _irls_tukey(prob, r, tukey_c, max_irls)
 
     theta = r.params / pscale
     cov = r.cov / np.outer(pscale, pscale)  # elementwise: NaN rows stay local
     pred = m._predict(theta, feats_all)
     return FitResult.build(
-        model=native, fitted=m, theta=theta, cov=cov, at_bound=r.at_bound,
-        unidentified=r.unidentified, y=y_all, yhat=pred, keep=keep, feats=feats_all,
-        weights=w_final, relative=relative, loss=loss, f_scale=fsc, curve=r,
-        init=s0, n_starts=len(starts), n_converged=int(n_ok), seed=seed, scale=scale,
-        medians=med, outlier_window=outlier_window, dropped=dropped, trace_sha256=sha,
-        irls_iterations=irls_iter,
+        model=native, fitted=m,
+        estimate=FitEstimate(theta=theta, cov=cov, at_bound=r.at_bound,
+                             unidentified=r.unidentified, init=s0, curve=r),
+        data=FitData(y=y_all, yhat=pred, keep=keep, feats=feats_all, medians=med,
+                     dropped=dropped, trace_sha256=sha),
+        options=FitOptions(loss=loss, relative=relative, f_scale=fsc, n_starts=len(starts),
+                           n_converged=int(n_ok), seed=seed, scale=scale,
+                           outlier_window=outlier_window, irls_iterations=irls_iter,
+                           weighted=w_final is not None),
     )

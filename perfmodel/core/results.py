@@ -23,7 +23,7 @@ from perfmodel._io import atomic_write_text
 from perfmodel.core.model import get_model
 from perfmodel.errors import InputError
 
-__all__ = ["FitResult", "atomic_write_text"]
+__all__ = ["FitData", "FitEstimate", "FitOptions", "FitResult", "atomic_write_text"]
 
 CORR_WARN = 0.95
 
@@ -42,6 +42,54 @@ def _arr(a):
 
 def _unf(x):
     return float("nan") if x is None else float(x)
+
+
+@dataclass(frozen=True)
+class FitEstimate:
+    """What the solver found, in physical units (one entry per fitted parameter)."""
+
+    theta: np.ndarray
+    cov: np.ndarray
+    at_bound: np.ndarray          # bool per parameter
+    unidentified: np.ndarray      # bool per parameter
+    init: np.ndarray              # the start that won the multi-start race
+    curve: Any                    # the final perfmodel.core.fit.CurveFit (scaled problem)
+
+
+@dataclass(frozen=True)
+class FitData:
+    """The data of a fit: every row, which rows were fitted, and where they came from."""
+
+    y: np.ndarray                 # measured, every row
+    yhat: np.ndarray              # predicted, every row
+    keep: np.ndarray              # bool per row: fitted (inside the outlier window)
+    feats: dict                   # feature arrays, every row
+    medians: dict                 # the feature medians the fit scaled by
+    dropped: dict | None = None   # the outlier-window note
+    trace_sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """How the fit was run; :meth:`as_dict` is ``FitResult.options``."""
+
+    loss: str
+    relative: str
+    f_scale: float
+    n_starts: int
+    n_converged: int
+    seed: int
+    scale: bool
+    outlier_window: Any = None
+    irls_iterations: int = 0
+    weighted: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"loss": self.loss, "relative": self.relative, "f_scale": _f(self.f_scale),
+                "n_starts": self.n_starts, "n_converged": self.n_converged, "seed": self.seed,
+                "scale": self.scale,
+                "outlier_window": list(self.outlier_window) if self.outlier_window else None,
+                "irls_iterations": self.irls_iterations, "weighted": self.weighted}
 
 
 @dataclass
@@ -87,16 +135,18 @@ class FitResult:
 
     # ------------------------------------------------------------------
     @classmethod
-    def build(cls, *, model, fitted, theta, cov, at_bound, unidentified, y, yhat, keep, feats,
-              weights, relative, loss, f_scale, curve, init, n_starts, n_converged, seed, scale,
-              medians, outlier_window, dropped, trace_sha256, irls_iterations):
+    def build(cls, *, model, fitted, estimate: FitEstimate, data: FitData,
+              options: FitOptions) -> FitResult:
+        """The result of fitting member ``fitted`` (reported as ``model``)."""
         names = fitted.param_names
+        theta, cov, curve = estimate.theta, estimate.cov, estimate.curve
+        keep, feats = data.keep, data.feats
         stderr = np.sqrt(np.clip(np.diag(cov), 0, None))
         stderr[~np.isfinite(np.diag(cov))] = np.nan
-        yk, pk = y[keep], yhat[keep]
+        yk, pk = data.y[keep], data.yhat[keep]
         res = yk - pk
         n = int(yk.size)
-        k = int(np.sum(~np.asarray(at_bound)))
+        k = int(np.sum(~np.asarray(estimate.at_bound)))
         ss_tot = float(np.sum((yk - yk.mean()) ** 2))
         rss_ms = float(res @ res)
         rss_fit = float(curve.rss)
@@ -113,9 +163,9 @@ class FitResult:
         out = cls(
             model_name=model.name, fitted_model_name=fitted.name, param_names=list(names),
             values=np.asarray(theta, float), stderr=stderr, cov=np.asarray(cov, float),
-            init=np.asarray(init, float),
-            at_bound=[nm for nm, b in zip(names, at_bound) if b],
-            unidentified=[nm for nm, b in zip(names, unidentified) if b],
+            init=np.asarray(estimate.init, float),
+            at_bound=[nm for nm, b in zip(names, estimate.at_bound) if b],
+            unidentified=[nm for nm, b in zip(names, estimate.unidentified) if b],
             n=n, n_params=fitted.n_params, dof=int(curve.dof), rss=rss_fit, rss_ms=rss_ms,
             r2=1.0 - rss_ms / ss_tot if ss_tot > 0 else float("nan"),
             rmse=math.sqrt(rss_ms / n), mae=float(np.mean(np.abs(res))),
@@ -123,14 +173,11 @@ class FitResult:
             aic=ll_term + 2 * k, bic=ll_term + math.log(n) * k,
             success=bool(curve.success), status=int(curve.status), message=curve.message,
             nfev=int(curve.nfev),
-            options={"loss": loss, "relative": relative, "f_scale": _f(f_scale), "n_starts": n_starts,
-                         "n_converged": n_converged, "seed": seed, "scale": scale,
-                         "outlier_window": list(outlier_window) if outlier_window else None,
-                         "irls_iterations": irls_iterations, "weighted": weights is not None},
-            derived=derived, derived_note=note, dropped=dropped,
-            provenance={"perfmodel_version": __version__, "trace_sha256": trace_sha256,
+            options=options.as_dict(),
+            derived=derived, derived_note=note, dropped=data.dropped,
+            provenance={"perfmodel_version": __version__, "trace_sha256": data.trace_sha256,
                             "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")},
-            medians={kk: float(v) for kk, v in medians.items()},
+            medians={kk: float(v) for kk, v in data.medians.items()},
             residuals=res, fitted=pk, features={kk: v[keep] for kk, v in feats.items()}, y=yk,
         )
         out.warnings = out._make_warnings()

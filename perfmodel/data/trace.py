@@ -501,6 +501,159 @@ def check_step_columns(df, *, need_y: bool, name: str = "df") -> dict[str, np.nd
     return out
 
 
+def _check_columns(df: pd.DataFrame, where: str, require_duration: bool):
+    """Structure: aliases resolved, rows present, required columns there (raises at once).
+
+    Returns ``(frame under canonical names, alias map)``.
+    """
+    present = [str(c) for c in df.columns]
+    try:
+        amap = resolve_aliases(df.columns)
+    except InputError as e:
+        raise InputError(f"{where}: {e}") from None
+    if len(df) == 0:
+        raise InputError(f"{where} is empty: no data rows (columns present: {present})")
+    out = df.copy()
+    out.columns = present
+    out = out.rename(columns=amap)
+    required = [c for c in REQUIRED_COLUMNS if require_duration or c != "duration_ms"]
+    missing = [c for c in required if c not in out.columns]
+    if missing:
+        raise InputError(
+            f"{where}: missing required columns {missing} (columns present: {present}; "
+            f"accepted aliases: " + "; ".join(f"{c}: {list(ALIASES[c])}" for c in missing) + ")"
+        )
+    return out, amap
+
+
+def _check_step_values(out: pd.DataFrame, problems: list[_Problem]):
+    """``B``, ``S``, ``T``: numeric, finite, integer where they count, in range.
+
+    Returns ``(B, S, okB, okS)``; ``okB``/``okS`` mark the rows where ``B``
+    and ``S`` are valid integers (the later checks compare against them there only).
+    """
+    B = _numeric(out, "batch_size", problems, integer=True, label="B")
+    S = _numeric(out, "total_tokens", problems, integer=True, label="S")
+    with np.errstate(invalid="ignore"):
+        if (m := np.isfinite(B) & (B < 1)).any():
+            problems.append(_Problem("batch_size", "B < 1", m))
+        # later checks compare against B and S only where those are valid integers
+        okB = np.isfinite(B) & (B >= 1) & (B == np.floor(B))
+        okS = np.isfinite(S) & (S == np.floor(S))
+        if (m := okB & okS & (S < B)).any():
+            problems.append(_Problem(
+                "total_tokens", "S < B (every scheduled request computes at least one token)", m))
+    if "duration_ms" in out.columns:
+        T = _numeric(out, "duration_ms", problems)
+        with np.errstate(invalid="ignore"):
+            if (m := np.isfinite(T) & (T <= 0)).any():
+                problems.append(_Problem("duration_ms", "T <= 0", m))
+    return B, S, okB, okS
+
+
+def _check_optional_columns(out: pd.DataFrame, problems: list[_Problem], B, okB) -> None:
+    """``step``, ``timestamp``, ``num_decode``, ``num_prefill`` where present."""
+    if "step" in out.columns:
+        _numeric(out, "step", problems, integer=True, label="step numbers")
+    if "timestamp" in out.columns:
+        _numeric(out, "timestamp", problems)
+    counts = {}
+    for col in ("num_decode", "num_prefill"):
+        if col in out.columns:
+            v = _numeric(out, col, problems, integer=True, label="counts")
+            with np.errstate(invalid="ignore"):
+                if (m := np.isfinite(v) & (v < 0)).any():
+                    problems.append(_Problem(col, "negative counts", m))
+            counts[col] = v
+    if len(counts) == 2:
+        tot = counts["num_decode"] + counts["num_prefill"]
+        with np.errstate(invalid="ignore"):
+            m = np.isfinite(tot) & okB & (tot != B)
+        if m.any():
+            problems.append(_Problem("num_decode", "num_decode + num_prefill != batch_size", m))
+
+
+def _check_lists(out: pd.DataFrame, problems: list[_Problem], B, S, okB, okS) -> dict[str, _Lists]:
+    """The per-request lists ``chunk_sizes``, ``context_lens`` where present; returns them parsed."""
+    n = len(out)
+    lists: dict[str, _Lists] = {}
+    for col in LIST_COLUMNS:
+        if col not in out.columns:
+            continue
+        L = _parse_lists(out[col])
+        lists[col] = L
+        if L.missing.any():
+            problems.append(_Problem(col, "missing values", L.missing))
+        if L.bad.any():
+            problems.append(_Problem(col, "cells that are not integers joined by ';'", L.bad))
+        ok = L.ok
+        if ok.any() and len(L.flat):
+            rows = np.repeat(np.arange(n), L.counts)
+            lo = row_reduce(L.flat.astype(float), L.counts, "min")
+            if col == "chunk_sizes":
+                if (m := ok & (lo < 1)).any():
+                    problems.append(_Problem(col, "a chunk size < 1 (each scheduled request "
+                                                  "computes at least one token)", m))
+                tot = row_reduce(L.flat.astype(float), L.counts, "sum", rows)
+                if (m := ok & okS & (tot != S)).any():
+                    problems.append(_Problem(col, "chunk sizes whose sum differs from "
+                                                  "total_tokens", m))
+            elif (m := ok & (lo < 0)).any():
+                problems.append(_Problem(col, "a negative context length", m))
+        if (m := ok & okB & (L.counts != B)).any():
+            problems.append(_Problem(col, "a number of items different from batch_size", m))
+    if len(lists) == 2:
+        a, b = lists["chunk_sizes"], lists["context_lens"]
+        if (m := a.ok & b.ok & (a.counts != b.counts)).any():
+            problems.append(_Problem("context_lens",
+                                     "a number of items different from chunk_sizes", m))
+    return lists
+
+
+def _drop_or_raise(problems: list[_Problem], n: int, where: str, drop_invalid: bool):
+    """One message listing every problem (raised), or the rows to drop and why.
+
+    Returns ``(invalid row mask, dropped (row, reason) list, summary)``.
+    """
+    invalid = np.zeros(n, dtype=bool)
+    for p in problems:
+        invalid |= p.mask
+    dropped: list[tuple[int, str]] = []
+    summary = "no rows dropped"
+    if problems:
+        msg = f"{where}: " + "; ".join(p.message() for p in problems) + f" [{ROW_CONVENTION}]"
+        if not drop_invalid:
+            raise InputError(msg)
+        if invalid.all():
+            raise InputError(f"{where}: all {n} rows are invalid, nothing left after dropping: "
+                             + msg[len(where) + 2:])
+        reasons: dict[int, list[str]] = {}
+        for p in problems:
+            for r in np.nonzero(p.mask)[0]:
+                reasons.setdefault(int(r), []).append(f"{p.column}: {p.what}")
+        dropped = [(r, "; ".join(reasons[r])) for r in sorted(reasons)]
+        tally = Counter(f"{p.column}: {p.what}" for p in problems for _ in range(int(p.mask.sum())))
+        summary = (f"dropped {len(dropped)} of {n} rows ("
+                   + ", ".join(f"{k} x{v}" for k, v in tally.items()) + f"; {ROW_CONVENTION})")
+    return invalid, dropped, summary
+
+
+def _canonical_types(out: pd.DataFrame, B, S, lists: dict[str, _Lists]) -> pd.DataFrame:
+    """int64 counts, float64 times, list cells as 'a;b;c' strings."""
+    out["batch_size"] = B.astype(np.int64)
+    out["total_tokens"] = S.astype(np.int64)
+    if "duration_ms" in out.columns:
+        out["duration_ms"] = pd.to_numeric(out["duration_ms"]).astype(float)
+    for col in ("step", "num_decode", "num_prefill"):
+        if col in out.columns:
+            out[col] = pd.to_numeric(out[col]).astype(np.int64)
+    if "timestamp" in out.columns:
+        out["timestamp"] = pd.to_numeric(out["timestamp"]).astype(float)
+    for col in lists:
+        out[col] = out[col].astype(str)
+    return out
+
+
 def validate_trace(df, *, drop_invalid: bool = False, source=None,
                    require_duration: bool = True) -> pd.DataFrame:
     """Check a step trace and return it under canonical column names.
@@ -559,113 +712,14 @@ def validate_trace(df, *, drop_invalid: bool = False, source=None,
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"validate_trace takes a pandas DataFrame, got {type(df).__name__}")
     where = _where(source)
-    present = [str(c) for c in df.columns]
-    try:
-        amap = resolve_aliases(df.columns)
-    except InputError as e:
-        raise InputError(f"{where}: {e}") from None
-    if len(df) == 0:
-        raise InputError(f"{where} is empty: no data rows (columns present: {present})")
-    out = df.copy()
-    out.columns = present
-    out = out.rename(columns=amap)
-    required = [c for c in REQUIRED_COLUMNS if require_duration or c != "duration_ms"]
-    missing = [c for c in required if c not in out.columns]
-    if missing:
-        raise InputError(
-            f"{where}: missing required columns {missing} (columns present: {present}; "
-            f"accepted aliases: " + "; ".join(f"{c}: {list(ALIASES[c])}" for c in missing) + ")"
-        )
-
+    out, amap = _check_columns(df, where, require_duration)
     problems: list[_Problem] = []
     n = len(out)
-    B = _numeric(out, "batch_size", problems, integer=True, label="B")
-    S = _numeric(out, "total_tokens", problems, integer=True, label="S")
-    with np.errstate(invalid="ignore"):
-        if (m := np.isfinite(B) & (B < 1)).any():
-            problems.append(_Problem("batch_size", "B < 1", m))
-        # later checks compare against B and S only where those are valid integers
-        okB = np.isfinite(B) & (B >= 1) & (B == np.floor(B))
-        okS = np.isfinite(S) & (S == np.floor(S))
-        if (m := okB & okS & (S < B)).any():
-            problems.append(_Problem(
-                "total_tokens", "S < B (every scheduled request computes at least one token)", m))
-    if "duration_ms" in out.columns:
-        T = _numeric(out, "duration_ms", problems)
-        with np.errstate(invalid="ignore"):
-            if (m := np.isfinite(T) & (T <= 0)).any():
-                problems.append(_Problem("duration_ms", "T <= 0", m))
-    if "step" in out.columns:
-        _numeric(out, "step", problems, integer=True, label="step numbers")
-    if "timestamp" in out.columns:
-        _numeric(out, "timestamp", problems)
-    counts = {}
-    for col in ("num_decode", "num_prefill"):
-        if col in out.columns:
-            v = _numeric(out, col, problems, integer=True, label="counts")
-            with np.errstate(invalid="ignore"):
-                if (m := np.isfinite(v) & (v < 0)).any():
-                    problems.append(_Problem(col, "negative counts", m))
-            counts[col] = v
-    if len(counts) == 2:
-        tot = counts["num_decode"] + counts["num_prefill"]
-        with np.errstate(invalid="ignore"):
-            m = np.isfinite(tot) & okB & (tot != B)
-        if m.any():
-            problems.append(_Problem("num_decode", "num_decode + num_prefill != batch_size", m))
-
-    lists: dict[str, _Lists] = {}
-    for col in LIST_COLUMNS:
-        if col not in out.columns:
-            continue
-        L = _parse_lists(out[col])
-        lists[col] = L
-        if L.missing.any():
-            problems.append(_Problem(col, "missing values", L.missing))
-        if L.bad.any():
-            problems.append(_Problem(col, "cells that are not integers joined by ';'", L.bad))
-        ok = L.ok
-        if ok.any() and len(L.flat):
-            rows = np.repeat(np.arange(n), L.counts)
-            lo = row_reduce(L.flat.astype(float), L.counts, "min")
-            if col == "chunk_sizes":
-                if (m := ok & (lo < 1)).any():
-                    problems.append(_Problem(col, "a chunk size < 1 (each scheduled request "
-                                                  "computes at least one token)", m))
-                tot = row_reduce(L.flat.astype(float), L.counts, "sum", rows)
-                if (m := ok & okS & (tot != S)).any():
-                    problems.append(_Problem(col, "chunk sizes whose sum differs from "
-                                                  "total_tokens", m))
-            elif (m := ok & (lo < 0)).any():
-                problems.append(_Problem(col, "a negative context length", m))
-        if (m := ok & okB & (L.counts != B)).any():
-            problems.append(_Problem(col, "a number of items different from batch_size", m))
-    if len(lists) == 2:
-        a, b = lists["chunk_sizes"], lists["context_lens"]
-        if (m := a.ok & b.ok & (a.counts != b.counts)).any():
-            problems.append(_Problem("context_lens",
-                                     "a number of items different from chunk_sizes", m))
-
-    invalid = np.zeros(n, dtype=bool)
-    for p in problems:
-        invalid |= p.mask
-    dropped: list[tuple[int, str]] = []
-    summary = "no rows dropped"
+    B, S, okB, okS = _check_step_values(out, problems)
+    _check_optional_columns(out, problems, B, okB)
+    lists = _check_lists(out, problems, B, S, okB, okS)
+    invalid, dropped, summary = _drop_or_raise(problems, n, where, drop_invalid)
     if problems:
-        msg = f"{where}: " + "; ".join(p.message() for p in problems) + f" [{ROW_CONVENTION}]"
-        if not drop_invalid:
-            raise InputError(msg)
-        if invalid.all():
-            raise InputError(f"{where}: all {n} rows are invalid, nothing left after dropping: "
-                             + msg[len(where) + 2:])
-        reasons: dict[int, list[str]] = {}
-        for p in problems:
-            for r in np.nonzero(p.mask)[0]:
-                reasons.setdefault(int(r), []).append(f"{p.column}: {p.what}")
-        dropped = [(r, "; ".join(reasons[r])) for r in sorted(reasons)]
-        tally = Counter(f"{p.column}: {p.what}" for p in problems for _ in range(int(p.mask.sum())))
-        summary = (f"dropped {len(dropped)} of {n} rows ("
-                   + ", ".join(f"{k} x{v}" for k, v in tally.items()) + f"; {ROW_CONVENTION})")
         keep = ~invalid
         out = out.loc[keep]
         for col, L in lists.items():
@@ -674,25 +728,12 @@ def validate_trace(df, *, drop_invalid: bool = False, source=None,
     else:
         for col, L in lists.items():
             out[col] = L.strings
-    out = out.reset_index(drop=True)
-
-    out["batch_size"] = B.astype(np.int64)
-    out["total_tokens"] = S.astype(np.int64)
-    if "duration_ms" in out.columns:
-        out["duration_ms"] = pd.to_numeric(out["duration_ms"]).astype(float)
-    for col in ("step", "num_decode", "num_prefill"):
-        if col in out.columns:
-            out[col] = pd.to_numeric(out[col]).astype(np.int64)
-    if "timestamp" in out.columns:
-        out["timestamp"] = pd.to_numeric(out["timestamp"]).astype(float)
-    for col in lists:
-        out[col] = out[col].astype(str)
+    out = _canonical_types(out.reset_index(drop=True), B, S, lists)
 
     out.attrs = {k: v for k, v in df.attrs.items()}
     out.attrs.update(alias_map=dict(amap), dropped=dropped, dropped_summary=summary,
                      n_rows_in=int(n), source=None if source is None else str(source))
     return out
-
 
 # ---------------------------------------------------------------------------
 # reading files

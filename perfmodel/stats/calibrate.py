@@ -58,11 +58,11 @@ import pandas as pd
 from scipy import optimize
 
 from perfmodel._checks import check_int_range
-from perfmodel.core.fit import fit_curve
+from perfmodel.core.fit import fit_curve, race_starts
 from perfmodel.core.model import RECOMMENDED, Model, get_model
 from perfmodel.core.scale import LOG
 from perfmodel.data.features import uniform_batch_features
-from perfmodel.errors import FitError, InputError
+from perfmodel.errors import InputError
 
 __all__ = [
     "REQUEST_COLUMNS",
@@ -334,6 +334,114 @@ def _starts(m: Model, f, starts, y, free, hold, n_starts: int, seed: int) -> lis
 # the calibration
 # ---------------------------------------------------------------------------
 
+def _held_values(m: Model, fixed) -> tuple[np.ndarray, np.ndarray]:
+    """Values of the held parameters (lower bounds, then ``fixed``) and which ``fixed`` holds."""
+    names, p = m.param_names, m.n_params
+    hold = m.lower.copy()
+    user_fixed = np.zeros(p, bool)
+    if fixed is not None:
+        if not isinstance(fixed, Mapping):
+            raise InputError(f"fixed must be a dict of parameter name -> value, got {fixed!r}")
+        unknown = [k for k in fixed if k not in names]
+        if unknown:
+            raise InputError(f"fixed: unknown parameters {unknown} for model {m.name!r} "
+                             f"(parameters: {names})")
+        for k, v in fixed.items():
+            i = names.index(k)
+            try:
+                v = float(v)
+            except (TypeError, ValueError):
+                raise InputError(f"fixed[{k!r}] must be a number, got {v!r}") from None
+            if not (np.isfinite(v) and m.lower[i] <= v <= m.upper[i]):
+                raise InputError(f"fixed[{k!r}] = {v!r} is outside the bounds "
+                                 f"[{m.lower[i]:g}, {m.upper[i]:g}]")
+            hold[i], user_fixed[i] = v, True
+    return hold, user_fixed
+
+
+def _free_parameters(m: Model, f, starts, user_fixed, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(invisible, free): parameters no static batch sees, and those fitted."""
+    # parameters whose integrated Jacobian column is zero for every row at a
+    # generic point are invisible to static batches: hold them at the lower bound
+    probe = m.clip(np.full(m.n_params, 0.01))
+    Jp = np.add.reduceat(m._jacobian(probe, f), starts, axis=0)
+    invisible = ~np.any(Jp != 0, axis=0)
+    free = ~invisible & ~user_fixed
+    if n <= int(free.sum()):
+        raise InputError(f"model {m.name!r} has {int(free.sum())} free parameters but only {n} "
+                         "request rows to fit")
+    return invisible, free
+
+
+def _integrated_regression(m: Model, f, starts, free, hold, scale: bool):
+    """Median-scaled features and the summed-over-steps regression on log latency.
+
+    Returns ``(medians, scale factor per parameter, func, jac, bounds of the
+    free parameters)``; ``func``/``jac`` take the scaled free parameters.
+    """
+    med = {k: (float(np.median(v[v > 0])) if np.any(v > 0) else 1.0) if scale else 1.0
+           for k, v in f.items()}
+    fs = {k: v / med[k] for k, v in f.items()}
+    pscale = np.array([np.prod([med[k] ** pw for k, pw in prm.scales_with.items()
+                                if k in med]) or 1.0 for prm in m.params])
+    bounds = (m.lower * pscale)[free], (m.upper * pscale)[free]
+    hold_s = hold * pscale
+
+    def _full(ts):
+        th = hold_s.copy()
+        th[free] = ts
+        return th
+
+    def _sum(ts, _x):
+        return np.add.reduceat(m._predict(_full(ts), fs), starts)
+
+    def _sum_jac(ts, _x):
+        return np.add.reduceat(m._jacobian(_full(ts), fs), starts, axis=0)[:, free]
+
+    # the request latency is fitted on the log scale (perfmodel.core.scale.LOG)
+    func, jac = LOG.regression(_sum, _sum_jac)
+    return med, pscale, func, jac, bounds
+
+
+def _calibration_result(m: Model, r, s0, n_ok: int, *, B, L, y, steps, n_steps: int, starts,
+                        hold, free, invisible, pscale, med, n_starts: int, seed: int, scale: bool):
+    """The FitResult of a calibration: physical units, request-level statistics, options."""
+    from perfmodel.core.results import FitData, FitEstimate, FitOptions, FitResult
+
+    names, p, n = m.param_names, m.n_params, y.size
+    theta = hold.copy()
+    theta[free] = r.params / pscale[free]
+    cov = np.full((p, p), np.nan)
+    cov[np.ix_(free, free)] = r.cov / np.outer(pscale[free], pscale[free])
+    at_bound = np.zeros(p, bool)
+    at_bound[free] = r.at_bound
+    unident = invisible.copy()
+    unident[free] = r.unidentified
+    pred = integrate_predict(m, theta, steps, starts)
+    out = FitResult.build(
+        model=m, fitted=m,
+        estimate=FitEstimate(theta=theta, cov=cov, at_bound=at_bound, unidentified=unident,
+                             init=s0, curve=r),
+        data=FitData(y=y, yhat=pred, keep=np.ones(n, bool),
+                     feats={"B": B.astype(float), "L": L.astype(float)}, medians=med),
+        options=FitOptions(loss="linear", relative="log", f_scale=1.0, n_starts=n_starts,
+                           n_converged=int(n_ok), seed=int(seed), scale=scale))
+    out.options.update(
+        target="static_batch_requests", n_steps=n_steps,
+        fixed={nm: float(v) for nm, v, fr in zip(names, hold, free) if not fr},
+        invisible=[nm for nm, iv in zip(names, invisible) if iv],
+        integration="latency_ms = T(prefill: B x chunk L, ctx 0) "
+                    "+ sum_{j=1}^{L-1} T(decode: B x chunk 1, ctx L+j-1)")
+    if all(k in names and free[names.index(k)] for k in ("c_attn", "c_kv")):
+        out.warnings.append(
+            "with input = output length, prefill attention (c_attn B L^2/2) and decode KV "
+            "reads (c_kv B (L-1)(3L-2)/2) have the same leading shape: only about "
+            "c_attn + 3 c_kv is determined, not the prefill/decode split of the step model "
+            f"(here c_attn + 3 c_kv = {out.params['c_attn'] + 3 * out.params['c_kv']:.4g} "
+            "ms/token^2); hold one with fixed= when a step trace gives it")
+    return out
+
+
 def calibrate_from_requests(df_rows, model=RECOMMENDED["context"], seed: int = 0, n_starts: int = 4, *,
                             fixed=None, max_nfev: int | None = 2000, scale: bool = True):
     """Fit a step model to static-batch request latencies.
@@ -411,113 +519,25 @@ def calibrate_from_requests(df_rows, model=RECOMMENDED["context"], seed: int = 0
     >>> bool(fit.mape < 1e-3)
     True
     """
-    from perfmodel.core.results import FitResult
-
     m = _check_model(model)
     n_starts = check_int_range("n_starts", n_starts, 1)
     seed = check_int_range("seed", seed)
-    names, p = m.param_names, m.n_params
-    hold = m.lower.copy()
-    user_fixed = np.zeros(p, bool)
-    if fixed is not None:
-        if not isinstance(fixed, Mapping):
-            raise InputError(f"fixed must be a dict of parameter name -> value, got {fixed!r}")
-        unknown = [k for k in fixed if k not in names]
-        if unknown:
-            raise InputError(f"fixed: unknown parameters {unknown} for model {m.name!r} "
-                             f"(parameters: {names})")
-        for k, v in fixed.items():
-            i = names.index(k)
-            try:
-                v = float(v)
-            except (TypeError, ValueError):
-                raise InputError(f"fixed[{k!r}] must be a number, got {v!r}") from None
-            if not (np.isfinite(v) and m.lower[i] <= v <= m.upper[i]):
-                raise InputError(f"fixed[{k!r}] = {v!r} is outside the bounds "
-                                 f"[{m.lower[i]:g}, {m.upper[i]:g}]")
-            hold[i], user_fixed[i] = v, True
+    hold, user_fixed = _held_values(m, fixed)
     B, L, y = _check_rows(df_rows)
     steps, starts = static_batch_steps(B, L)
     f = m.check_features(steps)
-    n = y.size
-
-    # parameters whose integrated Jacobian column is zero for every row at a
-    # generic point are invisible to static batches: hold them at the lower bound
-    probe = m.clip(np.full(p, 0.01))
-    Jp = np.add.reduceat(m._jacobian(probe, f), starts, axis=0)
-    invisible = ~np.any(Jp != 0, axis=0)
-    free = ~invisible & ~user_fixed
-    if n <= int(free.sum()):
-        raise InputError(f"model {m.name!r} has {int(free.sum())} free parameters but only {n} "
-                         "request rows to fit")
-
-    med = {k: (float(np.median(v[v > 0])) if np.any(v > 0) else 1.0) if scale else 1.0
-           for k, v in f.items()}
-    fs = {k: v / med[k] for k, v in f.items()}
-    pscale = np.array([np.prod([med[k] ** pw for k, pw in prm.scales_with.items()
-                                if k in med]) or 1.0 for prm in m.params])
-    lo_s, hi_s = (m.lower * pscale)[free], (m.upper * pscale)[free]
-    hold_s = hold * pscale
+    invisible, free = _free_parameters(m, f, starts, user_fixed, y.size)
+    med, pscale, func, jac, bounds = _integrated_regression(m, f, starts, free, hold, scale)
     logy = LOG.target(y)
-
-    def _full(ts):
-        th = hold_s.copy()
-        th[free] = ts
-        return th
-
-    def _sum(ts, _x):
-        return np.add.reduceat(m._predict(_full(ts), fs), starts)
-
-    def _sum_jac(ts, _x):
-        return np.add.reduceat(m._jacobian(_full(ts), fs), starts, axis=0)[:, free]
-
-    # the request latency is fitted on the log scale (perfmodel.core.scale.LOG)
-    func, jac = LOG.regression(_sum, _sum_jac)
-
-    best, n_ok = None, 0
     starts_phys = _starts(m, f, starts, y, free, hold, int(n_starts), int(seed))
-    for s0 in starts_phys:
-        try:
-            r = fit_curve(func, None, logy, (s0 * pscale)[free], jac=jac, bounds=(lo_s, hi_s),
-                          xtol=1e-10, ftol=1e-10, gtol=1e-10, max_nfev=max_nfev)
-        except FitError:
-            continue
-        n_ok += r.success
-        if best is None or r.cost < best[0].cost:
-            best = (r, s0)
-    if best is None:
-        raise FitError(f"all {len(starts_phys)} starts of model {m.name!r} failed")
-    r, s0 = best
-
-    theta = hold.copy()
-    theta[free] = r.params / pscale[free]
-    cov = np.full((p, p), np.nan)
-    cov[np.ix_(free, free)] = r.cov / np.outer(pscale[free], pscale[free])
-    at_bound = np.zeros(p, bool)
-    at_bound[free] = r.at_bound
-    unident = invisible.copy()
-    unident[free] = r.unidentified
-    pred = integrate_predict(m, theta, steps, starts)
-    out = FitResult.build(
-        model=m, fitted=m, theta=theta, cov=cov, at_bound=at_bound, unidentified=unident,
-        y=y, yhat=pred, keep=np.ones(n, bool), feats={"B": B.astype(float), "L": L.astype(float)},
-        weights=None, relative="log", loss="linear", f_scale=1.0, curve=r, init=s0,
-        n_starts=len(starts_phys), n_converged=int(n_ok), seed=int(seed), scale=scale,
-        medians=med, outlier_window=None, dropped=None, trace_sha256=None, irls_iterations=0)
-    out.options.update(
-        target="static_batch_requests", n_steps=len(f["B"]),
-        fixed={nm: float(v) for nm, v, fr in zip(names, hold, free) if not fr},
-        invisible=[nm for nm, iv in zip(names, invisible) if iv],
-        integration="latency_ms = T(prefill: B x chunk L, ctx 0) "
-                    "+ sum_{j=1}^{L-1} T(decode: B x chunk 1, ctx L+j-1)")
-    if all(k in names and free[names.index(k)] for k in ("c_attn", "c_kv")):
-        out.warnings.append(
-            "with input = output length, prefill attention (c_attn B L^2/2) and decode KV "
-            "reads (c_kv B (L-1)(3L-2)/2) have the same leading shape: only about "
-            "c_attn + 3 c_kv is determined, not the prefill/decode split of the step model "
-            f"(here c_attn + 3 c_kv = {out.params['c_attn'] + 3 * out.params['c_kv']:.4g} "
-            "ms/token^2); hold one with fixed= when a step trace gives it")
-    return out
+    r, s0, n_ok = race_starts(
+        lambda s: fit_curve(func, None, logy, (s * pscale)[free], jac=jac, bounds=bounds,
+                            xtol=1e-10, ftol=1e-10, gtol=1e-10, max_nfev=max_nfev),
+        starts_phys, m.name)
+    return _calibration_result(m, r, s0, n_ok, B=B, L=L, y=y, steps=steps, n_steps=len(f["B"]),
+                               starts=starts, hold=hold, free=free, invisible=invisible,
+                               pscale=pscale, med=med, n_starts=len(starts_phys), seed=seed,
+                               scale=scale)
 
 
 # ---------------------------------------------------------------------------

@@ -1078,6 +1078,133 @@ def _parallel(func, items, n_jobs, progress, desc):
         bar.close()
 
 
+def _bootstrap_arg_problems(*, n_boot, scheme, method, alpha, block, block_length, wild_weights,
+                            seed, n_jobs, jackknife_groups, se_type) -> list[str]:
+    """Every problem with the arguments of :func:`bootstrap` (one message lists them all)."""
+    problems = (_int_problem("n_boot", n_boot, 2) + _choice_problem("scheme", scheme, SCHEMES)
+                + _choice_problem("method", method, METHODS) + _alpha_problem(alpha)
+                + _choice_problem("block", block, BLOCKS)
+                + _choice_problem("wild_weights", wild_weights, WILD_WEIGHTS)
+                + _int_problem("seed", seed, 0) + _int_problem("jackknife_groups", jackknife_groups, 2))
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, Integral) or n_jobs == 0:
+        problems.append(f"n_jobs must be a non-zero integer (joblib convention), got {n_jobs!r}")
+    if block_length is not None and (isinstance(block_length, bool) or
+                                     not isinstance(block_length, Real) or block_length < 1):
+        problems.append(f"block_length must be None or a number >= 1, got {block_length!r}")
+    if se_type is not None:
+        problems += _choice_problem("se_type", se_type, COV_TYPES)
+        if method != "studentized":
+            problems.append(f"se_type is only used by method 'studentized', got method {method!r}")
+    if block_length is not None and scheme != "block":
+        problems.append(f"block_length is only used by scheme 'block', got scheme {scheme!r}")
+    return problems
+
+
+def _bootstrap_job(fit, feats, yy, w, *, scheme, method, block, block_length, wild_weights,
+                   se_type, notes: list[str]):
+    """The resampling scheme's setup -> (job, block length, its rule); appends notes."""
+    n = yy.size
+    model = fit.model
+    theta = np.asarray(fit.values, float)
+    mu = model.predict(theta, feats)
+    e = scale_of(fit).residual(yy, mu)
+    resid = e
+    if scheme in ("residual", "wild"):
+        free = _free_mask(fit)
+        Jf = scale_of(fit).jacobian(model.jacobian(theta, feats), mu, yy)[:, free]
+        h = _leverage(Jf) if free.any() else np.zeros(n)
+        resid = e / np.sqrt(1.0 - h)
+        if scheme == "residual":
+            resid = resid - resid.mean()
+        notes.append("residuals on the fit's scale divided by sqrt(1 - h_ii)"
+                     + (" and centred" if scheme == "residual" else ""))
+    L, rule = None, None
+    if scheme == "block":
+        if block_length is None:
+            L, rule = optimal_block_length(e, block)
+        else:
+            L, rule = float(block_length), "given"
+        if L > n:
+            raise InputError(f"bootstrap: block_length {L} exceeds the {n} steps")
+    job = _Job(model=fit.fitted_model_name, feats=feats, y=yy, mu=mu, resid=resid,
+               relative=fit.options.get("relative", "log"), loss=fit.options.get("loss", "linear"),
+               f_scale=fit.options.get("f_scale"), scale=fit.options.get("scale", True),
+               x0=theta, scheme=scheme, block=block, block_length=L,
+               wild_weights=wild_weights, weights=w,
+               se_type=(se_type or SE_TYPES[scheme]) if method == "studentized" else None)
+    return job, L, rule
+
+
+def _resample_fits(job: _Job, fit, streams, *, n_jobs, progress, notes: list[str]):
+    """The resample fits, in parallel -> (samples, se_samples, se_hat, failures); appends notes."""
+    n_boot = len(streams)
+    items = list(zip(range(n_boot), streams))
+    res = _parallel(partial(_boot_task, job), items, n_jobs, progress, f"bootstrap ({job.scheme})")
+    ok = [v for _, v, _ in res if v is not None]
+    failures = [(b, r) for b, v, r in res if v is None]
+    if not ok:
+        raise FitError(f"bootstrap: all {n_boot} resample fits failed; first reasons: "
+                       f"{[r for _, r in failures[:3]]}")
+    samples = np.vstack(ok)
+    se_samples = se_hat = None
+    theta = job.x0
+    p = theta.size
+    if job.se_type is not None:
+        samples, se_samples = samples[:, :p], samples[:, p:]
+        se_hat = _se(job.se_type, fit.model, theta, job.feats, job.y, job.relative,
+                     set(fit.at_bound) | set(getattr(fit, "unidentified", [])), fit.stderr)
+    if failures:
+        notes.append(f"{len(failures)} of {n_boot} resample fits failed; intervals use the "
+                     f"{samples.shape[0]} others")
+    return samples, se_samples, se_hat, failures
+
+
+def _bca_with_jackknife(job: _Job, fit, samples, *, alpha, jackknife_groups, stream, n_jobs,
+                        progress, notes: list[str]):
+    """BCa interval, its acceleration from a (grouped) jackknife -> (lo, hi, z0, acc, jinfo)."""
+    theta, n, scheme = job.x0, job.y.size, job.scheme
+    z0 = acc = None
+    rng = np.random.default_rng(stream)
+    if n <= jackknife_groups:
+        groups = [np.array([i]) for i in range(n)]
+        kind = "leave-one-out"
+    else:
+        order = np.arange(n) if scheme == "block" else rng.permutation(n)
+        groups = np.array_split(order, jackknife_groups)
+        kind = (f"grouped (delete-d) jackknife, {jackknife_groups} "
+                f"{'contiguous' if scheme == 'block' else 'random'} groups of ~{n // jackknife_groups}")
+    jres = _parallel(partial(_jack_task, job), list(enumerate(groups)), n_jobs, progress,
+                     "jackknife")
+    jk = [v for _, v, _ in jres if v is not None]
+    jfail = [(g, r) for g, v, r in jres if v is None]
+    jinfo = {"kind": kind, "n_groups": len(groups), "n_failed": len(jfail),
+             "failures": [[int(g), str(r)] for g, r in jfail[:20]]}
+    if len(jk) < 3:
+        lo = hi = np.full(theta.size, np.nan)
+        notes.append("BCa: fewer than 3 jackknife fits succeeded; no interval")
+    else:
+        lo, hi, z0, acc = bca_interval(theta, samples, np.vstack(jk), alpha)
+        if np.any(~np.isfinite(z0)):
+            notes.append("BCa: every sample on one side of the estimate for "
+                         f"{[n_ for n_, z in zip(fit.param_names, z0) if not np.isfinite(z)]}; "
+                         "no interval there")
+    return lo, hi, z0, acc, jinfo
+
+
+def _studentized(fit, theta, se_hat, samples, se_samples, alpha, notes: list[str]):
+    """Bootstrap-t interval clipped to the parameter box; appends notes."""
+    model = fit.model
+    lo, hi, used = studentized_interval(theta, se_hat, samples, se_samples, alpha)
+    # bootstrap-t intervals do not respect the parameter box; the truth lies in it
+    lo, hi = np.maximum(lo, model.lower), np.minimum(hi, model.upper)
+    if np.any(used < samples.shape[0]):
+        notes.append("studentized: resamples without a finite standard error left out: "
+                     + ", ".join(f"{n_}: {samples.shape[0] - u}"
+                                 for n_, u in zip(fit.param_names, used)
+                                 if u < samples.shape[0]))
+    return lo, hi
+
+
 def bootstrap(fit, data=None, n_boot: int = 1000, *, y=None, scheme: str = "pairs",
               method: str = "percentile", alpha: float = 0.05, block: str = "stationary",
               block_length: float | None = None, wild_weights: str = "rademacher",
@@ -1163,23 +1290,10 @@ def bootstrap(fit, data=None, n_boot: int = 1000, *, y=None, scheme: str = "pair
     >>> bootstrap(fit, n_boot=199, scheme='pairs').intervals()  # doctest: +SKIP
     """
     _check_fit(fit, "bootstrap")
-    problems = (_int_problem("n_boot", n_boot, 2) + _choice_problem("scheme", scheme, SCHEMES)
-                + _choice_problem("method", method, METHODS) + _alpha_problem(alpha)
-                + _choice_problem("block", block, BLOCKS)
-                + _choice_problem("wild_weights", wild_weights, WILD_WEIGHTS)
-                + _int_problem("seed", seed, 0) + _int_problem("jackknife_groups", jackknife_groups, 2))
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, Integral) or n_jobs == 0:
-        problems.append(f"n_jobs must be a non-zero integer (joblib convention), got {n_jobs!r}")
-    if block_length is not None and (isinstance(block_length, bool) or
-                                     not isinstance(block_length, Real) or block_length < 1):
-        problems.append(f"block_length must be None or a number >= 1, got {block_length!r}")
-    if se_type is not None:
-        problems += _choice_problem("se_type", se_type, COV_TYPES)
-        if method != "studentized":
-            problems.append(f"se_type is only used by method 'studentized', got method {method!r}")
-    if block_length is not None and scheme != "block":
-        problems.append(f"block_length is only used by scheme 'block', got scheme {scheme!r}")
-    _raise(problems, "bootstrap")
+    _raise(_bootstrap_arg_problems(
+        n_boot=n_boot, scheme=scheme, method=method, alpha=alpha, block=block,
+        block_length=block_length, wild_weights=wild_weights, seed=seed, n_jobs=n_jobs,
+        jackknife_groups=jackknife_groups, se_type=se_type), "bootstrap")
 
     feats, yy = _fit_data(fit, data, y, "bootstrap")
     n = yy.size
@@ -1188,101 +1302,33 @@ def bootstrap(fit, data=None, n_boot: int = 1000, *, y=None, scheme: str = "pair
         w = np.asarray(weights, float).ravel()
         if w.shape != (n,) or not np.all(np.isfinite(w) & (w >= 0)):
             raise InputError(f"bootstrap: weights must be {n} finite values >= 0, got shape {w.shape}")
-    model = fit.model
-    rel = fit.options.get("relative", "log")
-    loss = fit.options.get("loss", "linear")
-    theta = np.asarray(fit.values, float)
-    mu = model.predict(theta, feats)
-    e = scale_of(fit).residual(yy, mu)
     notes: list[str] = []
-    resid = e
-    if scheme in ("residual", "wild"):
-        free = _free_mask(fit)
-        Jf = scale_of(fit).jacobian(model.jacobian(theta, feats), mu, yy)[:, free]
-        h = _leverage(Jf) if free.any() else np.zeros(n)
-        resid = e / np.sqrt(1.0 - h)
-        if scheme == "residual":
-            resid = resid - resid.mean()
-        notes.append("residuals on the fit's scale divided by sqrt(1 - h_ii)"
-                     + (" and centred" if scheme == "residual" else ""))
-    L, rule = None, None
-    if scheme == "block":
-        if block_length is None:
-            L, rule = optimal_block_length(e, block)
-        else:
-            L, rule = float(block_length), "given"
-        if L > n:
-            raise InputError(f"bootstrap: block_length {L} exceeds the {n} steps")
-    job = _Job(model=fit.fitted_model_name, feats=feats, y=yy, mu=mu, resid=resid, relative=rel,
-               loss=loss, f_scale=fit.options.get("f_scale"), scale=fit.options.get("scale", True),
-               x0=theta, scheme=scheme, block=block, block_length=L,
-               wild_weights=wild_weights, weights=w,
-               se_type=(se_type or SE_TYPES[scheme]) if method == "studentized" else None)
+    job, L, rule = _bootstrap_job(fit, feats, yy, w, scheme=scheme, method=method, block=block,
+                                  block_length=block_length, wild_weights=wild_weights,
+                                  se_type=se_type, notes=notes)
+    theta = job.x0
     children = np.random.SeedSequence(seed).spawn(n_boot + 1)
-    items = list(zip(range(n_boot), children[:n_boot]))
-    res = _parallel(partial(_boot_task, job), items, n_jobs, progress, f"bootstrap ({scheme})")
-    ok = [v for _, v, _ in res if v is not None]
-    failures = [(b, r) for b, v, r in res if v is None]
-    if not ok:
-        raise FitError(f"bootstrap: all {n_boot} resample fits failed; first reasons: "
-                       f"{[r for _, r in failures[:3]]}")
-    samples = np.vstack(ok)
-    se_samples = se_hat = None
-    p = theta.size
-    if job.se_type is not None:
-        samples, se_samples = samples[:, :p], samples[:, p:]
-        se_hat = _se(job.se_type, model, theta, feats, yy, rel,
-                     set(fit.at_bound) | set(getattr(fit, "unidentified", [])), fit.stderr)
-    if failures:
-        notes.append(f"{len(failures)} of {n_boot} resample fits failed; intervals use the "
-                     f"{samples.shape[0]} others")
+    samples, se_samples, se_hat, failures = _resample_fits(
+        job, fit, children[:n_boot], n_jobs=n_jobs, progress=progress, notes=notes)
     z0 = acc = jinfo = None
     if method == "percentile":
         lo, hi = percentile_interval(samples, alpha)
     elif method == "studentized":
-        lo, hi, used = studentized_interval(theta, se_hat, samples, se_samples, alpha)
-        # bootstrap-t intervals do not respect the parameter box; the truth lies in it
-        lo, hi = np.maximum(lo, model.lower), np.minimum(hi, model.upper)
-        if np.any(used < samples.shape[0]):
-            notes.append("studentized: resamples without a finite standard error left out: "
-                         + ", ".join(f"{n_}: {samples.shape[0] - u}"
-                                     for n_, u in zip(fit.param_names, used)
-                                     if u < samples.shape[0]))
+        lo, hi = _studentized(fit, theta, se_hat, samples, se_samples, alpha, notes)
     else:
-        rng = np.random.default_rng(children[-1])
-        if n <= jackknife_groups:
-            groups = [np.array([i]) for i in range(n)]
-            kind = "leave-one-out"
-        else:
-            order = np.arange(n) if scheme == "block" else rng.permutation(n)
-            groups = np.array_split(order, jackknife_groups)
-            kind = (f"grouped (delete-d) jackknife, {jackknife_groups} "
-                    f"{'contiguous' if scheme == 'block' else 'random'} groups of ~{n // jackknife_groups}")
-        jres = _parallel(partial(_jack_task, job), list(enumerate(groups)), n_jobs, progress,
-                         "jackknife")
-        jk = [v for _, v, _ in jres if v is not None]
-        jfail = [(g, r) for g, v, r in jres if v is None]
-        jinfo = {"kind": kind, "n_groups": len(groups), "n_failed": len(jfail),
-                 "failures": [[int(g), str(r)] for g, r in jfail[:20]]}
-        if len(jk) < 3:
-            lo = hi = np.full(theta.size, np.nan)
-            notes.append("BCa: fewer than 3 jackknife fits succeeded; no interval")
-        else:
-            lo, hi, z0, acc = bca_interval(theta, samples, np.vstack(jk), alpha)
-            if np.any(~np.isfinite(z0)):
-                notes.append("BCa: every sample on one side of the estimate for "
-                             f"{[n_ for n_, z in zip(fit.param_names, z0) if not np.isfinite(z)]}; "
-                             "no interval there")
+        lo, hi, z0, acc, jinfo = _bca_with_jackknife(
+            job, fit, samples, alpha=alpha, jackknife_groups=jackknife_groups,
+            stream=children[-1], n_jobs=n_jobs, progress=progress, notes=notes)
     return BootstrapResult(param_names=list(fit.param_names), estimate=theta, samples=samples,
                            lower=np.asarray(lo, float), upper=np.asarray(hi, float), method=method,
                            scheme=scheme, n_boot=int(n_boot), n_failed=len(failures),
-                           failures=failures, alpha=float(alpha), seed=int(seed), relative=rel,
-                           loss=loss, block=block if scheme == "block" else None,
+                           failures=failures, alpha=float(alpha), seed=int(seed),
+                           relative=job.relative, loss=job.loss,
+                           block=block if scheme == "block" else None,
                            block_length=L, block_length_rule=rule,
                            wild_weights=wild_weights if scheme == "wild" else None,
                            z0=z0, acceleration=acc, jackknife=jinfo, notes=notes,
                            se_type=job.se_type, se_hat=se_hat, se_samples=se_samples)
-
 
 def attach_bootstrap(fit, boot: BootstrapResult):
     """Store ``boot.to_dict()`` in ``fit.provenance['bootstrap']`` (written to FIT.json,

@@ -183,3 +183,31 @@ def test_restart_until_stalled_keeps_the_best_and_stops():
     # 6 -> 5 -> 4 -> 4 - 1e-14 (gain below rtol): stops, keeps the lowest
     assert best.cost == 4.0 - 1e-14 and calls == [6.0, 5.0, 4.0]
     assert _restart_until_stalled(lambda s: R(7.0), R(6.0)).cost == 6.0   # no improvement
+
+
+def test_race_starts_skips_failures_keeps_the_lowest_cost_and_counts_successes():
+    from perfmodel.core.fit import race_starts
+    from perfmodel.errors import FitError
+
+    class R:
+        def __init__(self, cost, success):
+            self.cost, self.success = cost, success
+
+    table = {1.0: R(3.0, True), 2.0: None, 3.0: R(1.0, False), 4.0: R(1.0, True), 5.0: R(2.0, True)}
+
+    def solve(s0):
+        if table[s0[0]] is None:
+            raise FitError("failed")
+        return table[s0[0]]
+
+    r, s0, n_ok = race_starts(solve, [np.array([k]) for k in table], "m")
+    assert r is table[3.0] and s0[0] == 3.0 and n_ok == 3   # ties keep the first
+    with pytest.raises(FitError, match="all 2 starts of model 'm' failed"):
+        race_starts(lambda s: solve(np.array([2.0])), [np.zeros(1)] * 2, "m")
+
+
+def test_fit_model_and_calibrate_share_the_race():
+    import perfmodel.stats.calibrate as cal
+    from perfmodel.core import fit
+
+    assert cal.race_starts is fit.race_starts

@@ -101,3 +101,19 @@ def test_atomic_write_never_truncates(tmp_path):
     atomic_write_text(p, "new", force=True)
     assert p.read_text() == "new"
     assert list(tmp_path.iterdir()) == [p]
+
+
+def test_fit_options_as_dict_is_the_options_record():
+    import dataclasses
+
+    from perfmodel.core.results import FitOptions
+
+    o = FitOptions(loss="huber", relative="log", f_scale=float("inf"), n_starts=3, n_converged=2,
+                   seed=1, scale=True, outlier_window=(1, 300), irls_iterations=0, weighted=True)
+    assert o.as_dict() == {"loss": "huber", "relative": "log", "f_scale": None, "n_starts": 3,
+                           "n_converged": 2, "seed": 1, "scale": True, "outlier_window": [1, 300],
+                           "irls_iterations": 0, "weighted": True}
+    assert list(o.as_dict()) == ["loss", "relative", "f_scale", "n_starts", "n_converged", "seed",
+                                 "scale", "outlier_window", "irls_iterations", "weighted"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        o.loss = "linear"
