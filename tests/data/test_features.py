@@ -162,7 +162,7 @@ def simulated_batches():
             return 1.0 + 0.01 * np.asarray(f["S"]) + 1e-5 * np.asarray(f["ctx_sum"])
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(simulate, "batch_features", record)
+    mp.setattr(simulate.engine, "batch_features", record)  # the module whose step loop calls it
     try:
         rng = np.random.default_rng(3)
         n = 120
