@@ -439,3 +439,14 @@ def test_bootstrap_endpoint_mc_range_flags_endpoints_set_by_a_few_resamples():
                            scheme="pairs", n_boot=n, n_failed=0, failures=[], alpha=0.05,
                            seed=0, relative="log", loss="linear")
     assert not zero.undetermined().to_numpy().any()
+    # an endpoint whose Monte Carlo range exceeds the endpoint itself is not a number to print,
+    # even inside a wide interval (range 3..15 around an upper end of about 10; width ~1000)
+    s = np.concatenate([np.linspace(-1000.0, 2.0, n - 4), [3.0, 8.0, 12.0, 15.0]])
+    lo_, hi_ = np.percentile(s, [2.5, 97.5])
+    wide = BootstrapResult(param_names=["k"], estimate=np.ones(1), samples=s[:, None],
+                           lower=np.array([lo_]), upper=np.array([hi_]), method="percentile",
+                           scheme="pairs", n_boot=n, n_failed=0, failures=[], alpha=0.05,
+                           seed=0, relative="log", loss="linear")
+    r = wide.endpoint_mc_range().loc["k"]
+    assert r["upper_hi"] - r["upper_lo"] > hi_ and r["upper_hi"] - r["upper_lo"] < 0.5 * (hi_ - lo_)
+    assert wide.undetermined().loc["k", "upper"] and not wide.undetermined().loc["k", "lower"]

@@ -126,9 +126,8 @@ def evaluate_policies(model, workload: Mapping, *, policies=("decode_first", "pr
                      "output_throughput_tok_s_se": se[_METRICS.index("output_throughput_tok_s")],
                      "median_e2e_s_se": se[_METRICS.index("median_e2e_s")]})
     df = pd.DataFrame(rows)
-    for m in ("n_steps",):
-        if len(seeds) == 1:
-            df[m] = df[m].astype(int)
+    if len(seeds) == 1:
+        df["n_steps"] = df["n_steps"].astype(int)
     stack = np.stack(per_seed)                       # settings x seeds x metrics
     samples = {m: stack[:, :, i] for i, m in enumerate(_METRICS)}
     df["pareto"] = pareto_front(df, samples=samples)

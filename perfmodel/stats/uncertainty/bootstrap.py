@@ -146,23 +146,28 @@ class BootstrapResult:
         ``n_boot = 199`` the range is about 0.3 of the interval and a factor
         of about 1.2; on the Splitwise llama2-70b/h100/tp4 group the upper end
         of ``k_B`` spans 7.2 to 463 (flagged) while that of ``tau_B`` spans
-        0.16 to 0.22 (kept).  A parameter whose resamples all sit at a bound
-        has zero width and zero spread (determined).
+        0.16 to 0.22 (kept).  An endpoint whose range is wider than the
+        endpoint itself is undetermined too (not even its magnitude is known).
+        A parameter whose resamples all sit at a bound has zero width and zero
+        spread (determined).
         """
         for name, v in (("max_spread", max_spread), ("max_ratio", max_ratio)):
             if not (np.isfinite(v) and v > 0):
                 raise InputError(f"{name} must be a positive number, got {v!r}")
         r = self.endpoint_mc_range(level)
-        width = np.asarray(self.upper, float) - np.asarray(self.lower, float)
+        ends = {"lower": np.asarray(self.lower, float), "upper": np.asarray(self.upper, float)}
+        width = ends["upper"] - ends["lower"]
         flags = {}
         for name in ("lower", "upper"):
             lo, hi = r[f"{name}_lo"].to_numpy(float), r[f"{name}_hi"].to_numpy(float)
             small = np.minimum(np.abs(lo), np.abs(hi))
             big = np.maximum(np.abs(lo), np.abs(hi))
+            mag = np.abs(ends[name])
             with np.errstate(invalid="ignore"):
                 wide = ~((hi - lo) <= max_spread * width)
                 spans = (np.sign(lo) * np.sign(hi) < 0) | ~(big <= max_ratio * small)
-            flags[name] = wide & spans
+                vague = (mag > 0) & ((hi - lo) > mag)
+            flags[name] = (wide & spans) | vague
         return pd.DataFrame(flags, index=r.index)
 
     def to_dict(self, include_samples: bool = False) -> dict[str, Any]:
