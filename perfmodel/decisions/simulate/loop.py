@@ -1,0 +1,575 @@
+"""The array engine: the scheduler of one step and the event loop.
+
+Problem
+-------
+A replay runs tens of thousands of steps with up to hundreds of requests
+each; a Python object per request and one model call per step cost ~150 us
+a step.  Here the running requests of a replica live in numpy arrays in
+running order, a step is scheduled with a few array operations when nothing
+special happens (the *fast path*: every running request fits in the token
+budget and in the KV cache), and by a per-request loop otherwise (the *slow
+path*: budget cut-offs with chunking off, partial-prefill caps, KV-cache
+allocation failures and preemption).  Steps are scheduled in blocks before
+their durations are known, then priced by ONE call of the step model on the
+features of the whole block (:func:`perfmodel.data.features.request_features`,
+the package's feature kernel).
+
+Why blocks are exact
+--------------------
+A scheduling decision depends on time only through arrivals (open loop).  A
+block is scheduled assuming no arrival after its start; once priced, the
+first step that starts after the next arrival AND whose admission loop ran
+out of waiting requests with slots and budget left (the only way an arrival
+can change a step) is found, the state is restored from a checkpoint taken at
+the block start and the block is re-run up to that step; the arrival is then
+queued.  With data-parallel replicas any step after an arrival ends the block
+(routing reads the replicas' queues).  Closed loops issue requests at step
+ends, which needs no time.  The schedule is therefore the step-by-step one;
+``tests/decisions/test_simulate_v1.py`` checks it against the per-request
+reference loop and against the slow path alone.
+
+vLLM V1 semantics (``policy='fcfs'``)
+-------------------------------------
+Running requests in order, each taking ``num_tokens - num_computed_tokens``
+tokens (one for a decode, the rest of its prompt for a prefill, prompt and
+generated tokens for a preempted one), capped by
+``long_prefill_token_threshold`` and the remaining budget; then waiting
+requests FCFS while fewer than ``max_num_seqs`` run and budget remains,
+stopping at the first that cannot be allocated.  KV blocks
+(``block_size`` tokens) are allocated as tokens are computed: a request holds
+``ceil(num_computed / block_size)`` blocks.  When a running request cannot
+get its blocks, the last running request (lowest priority) is preempted: its
+blocks are freed, it goes to the front of the waiting queue and later
+recomputes all its tokens; if it was the request being scheduled, the loop
+stops.  A step that preempted admits no new request.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from perfmodel.data.features import CONTEXT_KEYS, request_features
+from perfmodel.errors import InputError
+
+_KEYS = ("B", "S", *CONTEXT_KEYS)
+_BIG = 1 << 62
+
+
+class _State:
+    """Per-request arrays (all requests of the simulation) and the step records."""
+
+    def __init__(self, P, O, arrival):
+        n = P.size
+        self.P, self.O = P, O
+        self.tgt = P.copy()             # num_tokens: prompt + sampled output tokens
+        self.comp = np.zeros(n, np.int64)
+        self.gen = np.zeros(n, np.int64)
+        self.blk = np.zeros(n, np.int64)
+        self.arrival = arrival          # seconds (NaN until issued, closed loop)
+        self.issue_step = np.full(n, -1, np.int64)   # closed loop: issued at the end of
+        self.first_step = np.full(n, -1, np.int64)
+        self.finish_step = np.full(n, -1, np.int64)
+        self.admit_step = np.full(n, -1, np.int64)
+        self.npre = np.zeros(n, np.int64)
+        self.replica = np.zeros(n, np.int64)
+
+
+class _Replica:
+    """One engine replica: running requests as arrays in running order, the waiting queue."""
+
+    __slots__ = ("O", "blk", "comp", "free", "gen", "ids", "tgt", "waiting")
+
+    def __init__(self, free: int):
+        e = np.zeros(0, np.int64)
+        self.ids, self.comp, self.tgt, self.gen, self.O, self.blk = e, e, e, e, e, e
+        self.waiting: deque = deque()
+        self.free = free
+
+    def load(self) -> int:
+        return 4 * len(self.waiting) + self.ids.size
+
+    def snapshot(self):
+        return (self.ids, self.comp.copy(), self.tgt.copy(), self.gen.copy(), self.O,
+                self.blk.copy(), deque(self.waiting), self.free)
+
+    def restore(self, snap):
+        (self.ids, self.comp, self.tgt, self.gen, self.O, self.blk, self.waiting,
+         self.free) = snap[0], snap[1].copy(), snap[2].copy(), snap[3].copy(), snap[4], \
+            snap[5].copy(), deque(snap[6]), snap[7]
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+# ---------------------------------------------------------------------------
+# one step of one replica
+# ---------------------------------------------------------------------------
+
+class _Step:
+    """What one replica scheduled: positions/ids, chunks, prior contexts, flags."""
+
+    __slots__ = ("chunks", "ctx", "ids", "n_running", "n_waiting", "preempted", "starved")
+
+
+def _admit(rep: _Replica, st: _State, cfg, budget: int, n_run: int, n_partial: int, step: int):
+    """Admit waiting requests FCFS; return (ids, chunks, budget, starved)."""
+    ids, chunks = [], []
+    thr, bs, kv = cfg.long_prefill_token_threshold, cfg.block_size, cfg.num_gpu_blocks is not None
+    cap = cfg.max_num_partial_prefills
+    starved = False
+    while budget > 0:
+        if n_run >= cfg.max_num_seqs:
+            break
+        if not rep.waiting:
+            starved = True
+            break
+        i = rep.waiting[0]
+        need = int(st.tgt[i] - st.comp[i])
+        n = min(need, thr) if thr > 0 else need
+        n = min(n, budget)
+        if not cfg.enable_chunked_prefill and n < need:
+            break
+        if cap and n > 1 and n_partial >= cap:
+            break
+        if kv:
+            comp = int(st.comp[i])
+            full = _cdiv(int(st.tgt[i]), bs) if cfg.reserve_full_prompt else _cdiv(comp + n, bs)
+            if full - int(st.blk[i]) > rep.free:
+                break
+            nb = _cdiv(comp + n, bs) - int(st.blk[i])
+            rep.free -= nb
+            st.blk[i] += nb
+        rep.waiting.popleft()
+        if st.admit_step[i] < 0:
+            st.admit_step[i] = step
+        ids.append(i)
+        chunks.append(n)
+        budget -= n
+        n_run += 1
+        n_partial += n > 1
+    return ids, chunks, budget, starved
+
+
+def _join(rep: _Replica, st: _State, ids: list):
+    """Append admitted requests to the running arrays."""
+    a = np.asarray(ids, np.int64)
+    rep.ids = np.concatenate([rep.ids, a])
+    rep.comp = np.concatenate([rep.comp, st.comp[a]])
+    rep.tgt = np.concatenate([rep.tgt, st.tgt[a]])
+    rep.gen = np.concatenate([rep.gen, st.gen[a]])
+    rep.O = np.concatenate([rep.O, st.O[a]])
+    rep.blk = np.concatenate([rep.blk, st.blk[a]])
+
+
+def _order(rep: _Replica, need: np.ndarray, policy: str):
+    """Positions scheduled before and after the admissions, in batch order."""
+    pos = np.arange(rep.ids.size)
+    if policy == "fcfs":
+        return pos, pos[:0]
+    dec = (need == 1) & (rep.gen > 0)
+    if policy == "decode_first":
+        return np.concatenate([pos[dec], pos[~dec]]), pos[:0]
+    return pos[~dec], pos[dec]          # prefill_first: partials, admissions, decodes
+
+
+def _fast(rep: _Replica, st: _State, cfg, step: int):
+    """The fast path: (positions, tokens, starved, preempted) or None for the slow path.
+
+    Applies when the scheduled running requests get their blocks without
+    preemption, no partial-prefill cap binds, and a budget cut-off falls where
+    chunking (or a decode) allows it.
+    """
+    need = rep.tgt - rep.comp
+    if cfg.long_prefill_token_threshold > 0:
+        need = np.minimum(need, cfg.long_prefill_token_threshold)
+    kv = cfg.num_gpu_blocks is not None
+    if cfg.max_num_partial_prefills and (rep.waiting or np.any(need > 1)):
+        return None
+    if kv and cfg.policy == "prefill_first":
+        return None
+    before, after = _order(rep, need, cfg.policy)
+    budget = cfg.max_num_batched_tokens
+    n_before = need[before]
+    tot = int(n_before.sum())
+    if tot > budget:
+        cs = np.cumsum(n_before)
+        k = int(np.searchsorted(cs, budget, side="right"))
+        rest = budget - (int(cs[k - 1]) if k else 0)
+        if rest > 0 and not cfg.enable_chunked_prefill:
+            return None
+        before = before[:k + (rest > 0)]
+        n_before = n_before[:before.size].copy()
+        if rest > 0:
+            n_before[-1] = rest
+        budget = 0
+    else:
+        budget -= tot
+    if kv:
+        newb = _cdiv(rep.comp[before] + n_before, cfg.block_size) - rep.blk[before]
+        tot_b = int(newb.sum())
+        if tot_b > rep.free:
+            return None
+        rep.blk[before] += newb
+        rep.free -= tot_b
+    adm_ids, adm_n, budget, starved = _admit(rep, st, cfg, budget, rep.ids.size,
+                                             int(np.count_nonzero(n_before > 1)), step)
+    n_after = need[after]
+    if after.size and int(n_after.sum()) > budget:      # decodes after admissions, cut
+        after, n_after = after[:budget], n_after[:budget]
+    old_n = rep.ids.size
+    if adm_ids:
+        _join(rep, st, adm_ids)
+        pos = np.concatenate([before, np.arange(old_n, old_n + len(adm_ids)), after])
+        n = np.concatenate([n_before, np.asarray(adm_n, np.int64), n_after])
+    elif after.size:
+        pos, n = np.concatenate([before, after]), np.concatenate([n_before, n_after])
+    else:
+        pos, n = before, n_before
+    return pos, n, starved, False
+
+
+def _slow(rep: _Replica, st: _State, cfg, step: int):
+    """The per-request loop: budget cut-offs, caps, KV allocation failures, preemption."""
+    ids, comp, tgt, gen, Os, blk = (x.tolist() for x in (rep.ids, rep.comp, rep.tgt, rep.gen,
+                                                          rep.O, rep.blk))
+    thr, bs = cfg.long_prefill_token_threshold, cfg.block_size
+    kv, cap = cfg.num_gpu_blocks is not None, cfg.max_num_partial_prefills
+    budget = cfg.max_num_batched_tokens
+    need = [t - c for t, c in zip(tgt, comp)]
+    if thr > 0:
+        need = [min(x, thr) for x in need]
+    m = len(ids)
+    dec = [need[p] == 1 and gen[p] > 0 for p in range(m)]
+    if cfg.policy == "fcfs":
+        before, after = list(range(m)), []
+    elif cfg.policy == "decode_first":
+        before, after = [p for p in range(m) if dec[p]] + [p for p in range(m) if not dec[p]], []
+    else:
+        before, after = [p for p in range(m) if not dec[p]], [p for p in range(m) if dec[p]]
+    sched: dict = {}            # position -> tokens, insertion order = batch order
+    alive = list(range(m))      # running order; the tail is the preemption victim
+    state = {"budget": budget, "partial": 0, "preempted": False}
+
+    def take(order):
+        for p in order:
+            if state["budget"] <= 0:
+                return
+            if p not in alive:
+                continue
+            n = min(need[p], state["budget"])
+            if not cfg.enable_chunked_prefill and n < tgt[p] - comp[p]:
+                continue
+            if cap and n > 1 and state["partial"] >= cap:
+                continue
+            if kv:
+                while _cdiv(comp[p] + n, bs) - blk[p] > rep.free:
+                    victim = alive.pop()
+                    state["preempted"] = True
+                    rep.free += blk[victim]
+                    blk[victim] = 0
+                    if victim in sched:
+                        state["budget"] += sched.pop(victim)
+                    if victim == p:
+                        return
+                nb = _cdiv(comp[p] + n, bs) - blk[p]
+                rep.free -= nb
+                blk[p] += nb
+            sched[p] = n
+            state["budget"] -= n
+            state["partial"] += n > 1
+
+    take(before)
+    adm_ids, adm_n, starved = [], [], False
+    if not state["preempted"]:
+        adm_ids, adm_n, state["budget"], starved = _admit(
+            rep, st, cfg, state["budget"], len(alive), state["partial"], step)
+    take(after)
+    gone = [p for p in range(m) if p not in set(alive)]
+    for p in reversed(gone):              # back to the front of waiting, in running order
+        i = ids[p]
+        st.comp[i], st.tgt[i], st.gen[i], st.blk[i] = 0, tgt[p], gen[p], 0
+        st.npre[i] += 1
+        rep.waiting.appendleft(i)
+    newpos = {p: k for k, p in enumerate(alive)}
+    rep.ids, rep.comp, rep.tgt, rep.gen, rep.O, rep.blk = (
+        np.asarray([x[p] for p in alive], np.int64) for x in (ids, comp, tgt, gen, Os, blk))
+    old_n = rep.ids.size
+    if adm_ids:
+        _join(rep, st, adm_ids)
+    after_set = set(after)
+    first = [(newpos[p], k) for p, k in sched.items() if p not in after_set]
+    last = [(newpos[p], k) for p, k in sched.items() if p in after_set]
+    pos = [q for q, _ in first] + list(range(old_n, old_n + len(adm_ids))) + [q for q, _ in last]
+    n = [k for _, k in first] + list(adm_n) + [k for _, k in last]
+    return np.asarray(pos, np.int64), np.asarray(n, np.int64), starved, state["preempted"]
+
+
+def _apply(rep: _Replica, st: _State, pos, n, step: int, finished: list):
+    """Compute the scheduled tokens; sample where a request caught up; drop the finished.
+
+    Returns the prior contexts (``num_computed`` before the step) of the scheduled requests.
+    """
+    if pos.size == rep.ids.size and pos.size and pos[0] == 0 and pos[-1] == pos.size - 1 \
+            and np.all(pos[1:] > pos[:-1]):
+        ctx = rep.comp.copy()
+        rep.comp += n
+        sampled = rep.comp == rep.tgt
+        rep.gen += sampled
+        rep.tgt += sampled
+        ids = rep.ids
+        done_mask = sampled & (rep.gen >= rep.O)
+        firsts = sampled & (rep.gen == 1)
+    else:
+        ctx = rep.comp[pos]
+        new = ctx + n
+        rep.comp[pos] = new
+        sampled = new == rep.tgt[pos]
+        sp = pos[sampled]
+        rep.gen[sp] += 1
+        rep.tgt[sp] += 1
+        ids = rep.ids[pos]
+        done_mask = np.zeros(rep.ids.size, dtype=bool)
+        done_mask[sp[rep.gen[sp] >= rep.O[sp]]] = True
+        firsts = np.zeros(pos.size, dtype=bool)
+        firsts[sampled] = rep.gen[sp] == 1
+    if firsts.any():
+        f = ids[firsts]
+        f = f[st.first_step[f] < 0]
+        st.first_step[f] = step
+    if done_mask.any():
+        keep = ~done_mask
+        fin = rep.ids[done_mask]
+        st.finish_step[fin] = step
+        st.gen[fin] = rep.gen[done_mask]
+        rep.free += int(rep.blk[done_mask].sum())
+        rep.ids, rep.comp, rep.tgt, rep.gen, rep.O, rep.blk = (
+            rep.ids[keep], rep.comp[keep], rep.tgt[keep], rep.gen[keep], rep.O[keep],
+            rep.blk[keep])
+        finished.extend(fin.tolist())
+    return ctx
+
+
+# ---------------------------------------------------------------------------
+# blocks of steps and the event loop
+# ---------------------------------------------------------------------------
+
+class _Block:
+    """The steps of one block: features per replica-step, flags, log records."""
+
+    def __init__(self):
+        self.feats: list = []        # per replica-step: tuple of _KEYS values, or None (mixed)
+        self.mixed: list = []        # (row, chunks, ctx) of steps with a prefill chunk
+        self.row_step: list = []     # block-relative step of each replica-step row
+        self.starved: list = []      # per step: could an arrival have been admitted?
+        self.log: list = []          # per replica-step: (step, replica, n, ctx, ids, run, wait)
+        self.n = 0                   # steps
+        self.idle = False            # ended because no replica had work
+
+
+def _features(blk: _Block) -> dict:
+    F = np.empty((len(blk.feats), len(_KEYS)))
+    for r, f in enumerate(blk.feats):
+        if f is not None:
+            F[r] = f
+    if blk.mixed:
+        rows = [m[0] for m in blk.mixed]
+        c = np.concatenate([m[1] for m in blk.mixed])
+        x = np.concatenate([m[2] for m in blk.mixed])
+        counts = np.fromiter((m[1].size for m in blk.mixed), np.int64, len(blk.mixed))
+        f = request_features(c, x, counts)
+        F[rows] = np.column_stack([f[k] for k in _KEYS])
+    return {k: F[:, i] for i, k in enumerate(_KEYS)}
+
+
+class _Loop:
+    """The event loop over replicas (see the module docstring)."""
+
+    def __init__(self, model, cfg, P, O, arrival, concurrency, seed, keep_steps):
+        self.model, self.cfg, self.keep = model, cfg, keep_steps
+        self.st = _State(P, O, arrival)
+        free = cfg.num_gpu_blocks if cfg.num_gpu_blocks is not None else _BIG
+        self.reps = [_Replica(free) for _ in range(cfg.data_parallel_size)]
+        self.rng = np.random.default_rng(seed)
+        self.noise = np.zeros(0)
+        self.closed = concurrency is not None
+        self.N = P.size
+        self.done = 0
+        self.rr = 0
+        self.next_issue = 0
+        self.routed = 0              # requests routed so far (open loop: arrivals queued)
+
+    # -- routing -----------------------------------------------------------
+    def route(self, i: int):
+        reps = self.reps
+        if len(reps) == 1:
+            r = 0
+        elif self.cfg.routing == "round_robin":
+            r = self.rr % len(reps)
+            self.rr += 1
+        else:
+            loads = [rep.load() for rep in reps]
+            r = loads.index(min(loads))
+        self.st.replica[i] = r
+        reps[r].waiting.append(i)
+        self.routed += 1
+
+    def issue(self, k: int, step: int):
+        """Closed loop: issue the next ``k`` requests at the end of ``step`` (-1: time 0)."""
+        for _ in range(k):
+            if self.next_issue >= self.N:
+                return
+            i = self.next_issue
+            self.st.issue_step[i] = step
+            self.next_issue += 1
+            self.route(i)
+
+    # -- one block ----------------------------------------------------------
+    def block(self, K: int, step0: int) -> _Block:
+        b = _Block()
+        cfg, st, reps = self.cfg, self.st, self.reps
+        for j in range(K):
+            s = step0 + j
+            finished: list = []
+            any_work, starved = False, False
+            for r, rep in enumerate(reps):
+                if not rep.ids.size and not rep.waiting:
+                    starved = True
+                    continue
+                res = _fast(rep, st, cfg, s)
+                if res is None:
+                    res = _slow(rep, st, cfg, s)
+                pos, n, starv, _ = res
+                starved |= starv
+                if not pos.size:
+                    continue
+                any_work = True
+                n_run, n_wait = rep.ids.size, len(rep.waiting)
+                ids = rep.ids[pos] if self.keep else None
+                ctx = _apply(rep, st, pos, n, s, finished)
+                row = len(b.feats)
+                if n.size == int(n.sum()):                      # every chunk is one token
+                    B = float(n.size)
+                    cs = float(ctx.sum())
+                    b.feats.append((B, B, cs, float(ctx.max()), cs + 0.5 * B, 0.0, cs, 0.0, 0.0))
+                else:
+                    b.feats.append(None)
+                    b.mixed.append((row, n, ctx))
+                b.row_step.append(j)
+                if self.keep:
+                    b.log.append((s, r, n, ctx, ids, n_run, n_wait, self.routed))
+            if not any_work:
+                b.idle = True
+                break
+            b.starved.append(starved)
+            b.n = j + 1
+            if finished:
+                self.done += len(finished)
+                if self.closed:
+                    self.issue(len(finished), s)
+                if self.done >= self.N:
+                    break
+        return b
+
+    def price(self, b: _Block, step0: int) -> np.ndarray:
+        """Model time (ms) of each step of a block, noise included."""
+        f = _features(b)
+        y = np.asarray(self.model.predict(f), dtype=float).ravel()
+        if y.size != len(b.feats) or not np.all(np.isfinite(y)) or np.any(y <= 0):
+            bad = np.nonzero(~(np.isfinite(y) & (y > 0)))[0] if y.size == len(b.feats) else [0]
+            k = int(bad[0]) if len(bad) else 0
+            raise InputError(f"model predicted {y[k:k + 1].tolist() if y.size else []} ms for a "
+                             f"step with B={int(f['B'][k])}, S={int(f['S'][k])}; a step time "
+                             f"must be one positive number per step")
+        if len(self.reps) > 1:
+            rs = np.asarray(b.row_step)
+            starts = np.flatnonzero(np.r_[True, rs[1:] != rs[:-1]])
+            y = np.maximum.reduceat(y, starts)
+        if self.cfg.step_noise_sd > 0:
+            need = step0 + y.size
+            if self.noise.size < need:
+                extra = max(need - self.noise.size, 4096)
+                self.noise = np.concatenate([self.noise, self.rng.normal(
+                    0.0, self.cfg.step_noise_sd, extra)])
+            y = y * np.exp(self.noise[step0:step0 + y.size])
+        return y
+
+    # -- checkpoints ---------------------------------------------------------
+    def snapshot(self):
+        st = self.st
+        act = np.concatenate([rep.ids for rep in self.reps]
+                             + [np.fromiter(rep.waiting, np.int64, len(rep.waiting))
+                                for rep in self.reps])
+        arrs = ("tgt", "comp", "gen", "blk", "first_step", "finish_step", "admit_step", "npre")
+        return (act, {a: getattr(st, a)[act].copy() for a in arrs},
+                [rep.snapshot() for rep in self.reps], self.done, self.rr, self.routed)
+
+    def restore(self, snap):
+        act, vals, reps, self.done, self.rr, self.routed = snap
+        for a, v in vals.items():
+            getattr(self.st, a)[act] = v
+        for rep, s in zip(self.reps, reps):
+            rep.restore(s)
+
+
+def _run(model, cfg, P, O, arrival=None, *, concurrency=None, seed=0, keep_steps=True,
+         max_steps=None):
+    """Simulate; return (state, step log rows, step start times, step model ms, step ms,
+    arrival times in order)."""
+    loop = _Loop(model, cfg, P, O, np.full(P.size, np.nan) if arrival is None
+                 else np.asarray(arrival, float), concurrency, seed, keep_steps)
+    st, N = loop.st, P.size
+    ovh = cfg.step_overhead_ms
+    if loop.closed:
+        loop.issue(min(concurrency, N), -1)
+        order = np.zeros(0, np.int64)
+    else:
+        order = np.argsort(st.arrival, kind="stable")
+    arr_sorted = st.arrival[order]
+    ptr, t, step, K = 0, 0.0, 0, 16
+    starts_all, model_all, logs = [], [], []
+    while loop.done < N:
+        if not loop.closed:
+            while ptr < N and arr_sorted[ptr] <= t:
+                loop.route(int(order[ptr]))
+                ptr += 1
+            if all(not rep.ids.size and not rep.waiting for rep in loop.reps):
+                t = float(arr_sorted[ptr])
+                continue
+        pending = ptr < N and not loop.closed
+        kmax = K if max_steps is None else max(1, min(K, max_steps - step))
+        snap = loop.snapshot() if pending else None
+        b = loop.block(kmax, step)
+        if not b.n:
+            raise InputError("the scheduler could not schedule any request (no progress): "
+                             "a request does not fit in the KV cache")
+        y = loop.price(b, step)
+        dur = (ovh + y) / 1000.0
+        starts = t + np.concatenate([[0.0], np.cumsum(dur[:-1])])
+        if pending:
+            hit = starts >= arr_sorted[ptr]
+            if len(loop.reps) == 1:
+                hit &= np.asarray(b.starved, bool)
+            hit[0] = False
+            if hit.any():
+                j = int(np.argmax(hit))
+                loop.restore(snap)
+                b = loop.block(j, step)
+                y, dur, starts = y[:j], dur[:j], starts[:j]
+                K = max(4, 2 * j)
+            else:
+                K = min(2 * K, 1024)
+        else:
+            K = min(2 * K, 1024)
+        starts_all.append(starts)
+        model_all.append(y)
+        if keep_steps:
+            logs.append(b.log)
+        step += b.n
+        t = float(starts[-1] + dur[-1]) if b.n else t
+        if max_steps is not None and step >= max_steps and loop.done < N:
+            raise InputError(f"simulation did not finish within max_steps={max_steps} steps")
+    starts = np.concatenate(starts_all) if starts_all else np.zeros(0)
+    model_ms = np.concatenate(model_all) if model_all else np.zeros(0)
+    return st, [r for lg in logs for r in lg], starts, model_ms, ovh + model_ms, arr_sorted
