@@ -151,7 +151,7 @@ def _workload(N: int, prompt_tokens, output_tokens, engine, values: tuple):
     Os = _per_request("output_tokens", output_tokens, N)
     names = [f.name for f in fields(EngineConfig)][:len(values)]
     cfg = _engine(engine, **dict(zip(names, values, strict=True)))
-    _check_fits(cfg, Ps)
+    _check_fits(cfg, Ps, Os)
     return Ps, Os, cfg
 
 
@@ -159,7 +159,15 @@ def _scalar_or_list(a: np.ndarray):
     return int(a[0]) if np.all(a == a[0]) else a.tolist()
 
 
-def _check_fits(cfg: EngineConfig, Ps: np.ndarray):
+def _check_fits(cfg: EngineConfig, Ps: np.ndarray, Os: np.ndarray | None = None):
+    if cfg.num_gpu_blocks is not None and Os is not None:
+        # a request holds at most P + O - 1 computed tokens (its last token is never computed)
+        need = -(-(Ps + Os - 1) // cfg.block_size)
+        if need.max() > cfg.num_gpu_blocks:
+            k = int(np.argmax(need))
+            raise InputError(f"request {k} (prompt {int(Ps[k])}, output {int(Os[k])} tokens) needs "
+                             f"{int(need[k])} KV blocks but the KV cache has num_gpu_blocks="
+                             f"{cfg.num_gpu_blocks} of {cfg.block_size} tokens")
     if not cfg.enable_chunked_prefill and Ps.max() > cfg.max_num_batched_tokens:
         raise InputError(f"prompt_tokens up to {int(Ps.max())} exceed max_num_batched_tokens="
                          f"{cfg.max_num_batched_tokens} without chunked prefill: such a prompt "
