@@ -209,3 +209,16 @@ def test_engine_config_checks_new_settings():
         EngineConfig(routing="random")
     with pytest.raises(InputError, match="data_parallel_size"):
         EngineConfig(data_parallel_size=0)
+
+
+def test_step_rows_equal_the_feature_kernel():
+    from perfmodel.data.features import request_features
+
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        B = int(rng.integers(1, 40))
+        n = np.where(rng.random(B) < 0.2, rng.integers(2, 300, B), 1).astype(np.int64)
+        ctx = rng.integers(0, 5000, B).astype(np.int64)
+        f = request_features(n, ctx)
+        row = loop_mod._row(n, ctx, B, int(n.sum()))
+        assert row == tuple(float(f[k][0]) for k in loop_mod._KEYS)

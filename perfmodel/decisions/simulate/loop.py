@@ -174,31 +174,44 @@ def _order(rep: _Replica, need: np.ndarray, policy: str):
     return pos[~dec], pos[dec]          # prefill_first: partials, admissions, decodes
 
 
+_add = np.add.reduce
+
+
 def _fast(rep: _Replica, st: _State, cfg, step: int):
-    """The fast path: (positions, tokens, starved, preempted) or None for the slow path.
+    """The fast path: (positions, tokens, starved, preempted, full) or None for the slow path.
 
     Applies when the scheduled running requests get their blocks without
     preemption, no partial-prefill cap binds, and a budget cut-off falls where
-    chunking (or a decode) allows it.
+    chunking (or a decode) allows it.  ``full``: every running request is
+    scheduled, in running order, before any admission (then ``positions`` is
+    ``arange``).
     """
     need = rep.tgt - rep.comp
-    if cfg.long_prefill_token_threshold > 0:
-        need = np.minimum(need, cfg.long_prefill_token_threshold)
+    thr = cfg.long_prefill_token_threshold
+    if thr > 0:
+        need = np.minimum(need, thr)
     kv = cfg.num_gpu_blocks is not None
-    if cfg.max_num_partial_prefills and (rep.waiting or np.any(need > 1)):
+    if cfg.max_num_partial_prefills and (rep.waiting or need.max(initial=0) > 1):
         return None
-    if kv and cfg.policy == "prefill_first":
-        return None
-    before, after = _order(rep, need, cfg.policy)
     budget = cfg.max_num_batched_tokens
-    n_before = need[before]
-    tot = int(n_before.sum())
+    m = rep.ids.size
+    tot = int(_add(need))
+    if cfg.policy == "fcfs" or (cfg.policy == "decode_first" and tot == m):
+        before, after, n_before = None, None, need
+    else:
+        if kv and cfg.policy == "prefill_first":
+            return None
+        before, after = _order(rep, need, cfg.policy)
+        n_before = need[before]
+        tot = int(_add(n_before))
     if tot > budget:
         cs = np.cumsum(n_before)
         k = int(np.searchsorted(cs, budget, side="right"))
         rest = budget - (int(cs[k - 1]) if k else 0)
         if rest > 0 and not cfg.enable_chunked_prefill:
             return None
+        if before is None:
+            before = np.arange(m)
         before = before[:k + (rest > 0)]
         n_before = n_before[:before.size].copy()
         if rest > 0:
@@ -207,27 +220,41 @@ def _fast(rep: _Replica, st: _State, cfg, step: int):
     else:
         budget -= tot
     if kv:
-        newb = _cdiv(rep.comp[before] + n_before, cfg.block_size) - rep.blk[before]
-        tot_b = int(newb.sum())
+        if before is None:
+            newb = -((rep.comp + n_before) // -cfg.block_size) - rep.blk
+        else:
+            newb = -((rep.comp[before] + n_before) // -cfg.block_size) - rep.blk[before]
+        tot_b = int(_add(newb))
         if tot_b > rep.free:
             return None
-        rep.blk[before] += newb
+        if before is None:
+            rep.blk += newb
+        else:
+            rep.blk[before] += newb
         rep.free -= tot_b
-    adm_ids, adm_n, budget, starved = _admit(rep, st, cfg, budget, rep.ids.size,
+    n_sched = m if before is None else before.size
+    adm_ids, adm_n, budget, starved = _admit(rep, st, cfg, budget, m,
                                              int(np.count_nonzero(n_before > 1)), step)
-    n_after = need[after]
-    if after.size and int(n_after.sum()) > budget:      # decodes after admissions, cut
-        after, n_after = after[:budget], n_after[:budget]
-    old_n = rep.ids.size
+    if after is not None and after.size:
+        n_after = need[after]
+        if int(_add(n_after)) > budget:               # decodes after admissions, cut
+            after, n_after = after[:budget], n_after[:budget]
+    else:
+        after = None
+    if before is None and not adm_ids and after is None:
+        return None, n_before, starved, False, True
+    if before is None:
+        before = np.arange(m)
+    parts_p, parts_n = [before], [n_before]
     if adm_ids:
         _join(rep, st, adm_ids)
-        pos = np.concatenate([before, np.arange(old_n, old_n + len(adm_ids)), after])
-        n = np.concatenate([n_before, np.asarray(adm_n, np.int64), n_after])
-    elif after.size:
-        pos, n = np.concatenate([before, after]), np.concatenate([n_before, n_after])
-    else:
-        pos, n = before, n_before
-    return pos, n, starved, False
+        parts_p.append(np.arange(m, m + len(adm_ids)))
+        parts_n.append(np.asarray(adm_n, np.int64))
+    if after is not None:
+        parts_p.append(after)
+        parts_n.append(n_after)
+    full = n_sched == m and after is None and (cfg.policy == "fcfs" or tot == m)
+    return np.concatenate(parts_p), np.concatenate(parts_n), starved, False, full
 
 
 def _slow(rep: _Replica, st: _State, cfg, step: int):
@@ -303,24 +330,36 @@ def _slow(rep: _Replica, st: _State, cfg, step: int):
     last = [(newpos[p], k) for p, k in sched.items() if p in after_set]
     pos = [q for q, _ in first] + list(range(old_n, old_n + len(adm_ids))) + [q for q, _ in last]
     n = [k for _, k in first] + list(adm_n) + [k for _, k in last]
-    return np.asarray(pos, np.int64), np.asarray(n, np.int64), starved, state["preempted"]
+    return np.asarray(pos, np.int64), np.asarray(n, np.int64), starved, state["preempted"], False
 
 
-def _apply(rep: _Replica, st: _State, pos, n, step: int, finished: list):
+def _apply(rep: _Replica, st: _State, pos, n, full: bool, step: int, finished: list):
     """Compute the scheduled tokens; sample where a request caught up; drop the finished.
 
-    Returns the prior contexts (``num_computed`` before the step) of the scheduled requests.
+    ``full``: the first ``n.size`` running requests are scheduled in running
+    order (``pos`` may then be None).  Returns the prior contexts
+    (``num_computed`` before the step) of the scheduled requests.
     """
-    if pos.size == rep.ids.size and pos.size and pos[0] == 0 and pos[-1] == pos.size - 1 \
-            and np.all(pos[1:] > pos[:-1]):
-        ctx = rep.comp.copy()
-        rep.comp += n
-        sampled = rep.comp == rep.tgt
-        rep.gen += sampled
-        rep.tgt += sampled
-        ids = rep.ids
-        done_mask = sampled & (rep.gen >= rep.O)
-        firsts = sampled & (rep.gen == 1)
+    if full:
+        k = n.size
+        if k == rep.ids.size:
+            ctx = rep.comp.copy()
+            rep.comp += n
+            sampled = rep.comp == rep.tgt
+            rep.gen += sampled
+            rep.tgt += sampled
+            gen, ids = rep.gen, rep.ids
+        else:
+            ctx = rep.comp[:k].copy()
+            rep.comp[:k] += n
+            sampled = rep.comp[:k] == rep.tgt[:k]
+            rep.gen[:k] += sampled
+            rep.tgt[:k] += sampled
+            gen, ids = rep.gen[:k], rep.ids[:k]
+        done = sampled & (gen >= rep.O[:k])
+        firsts = sampled & (gen == 1)
+        if k < rep.ids.size and done.any():
+            done = np.concatenate([done, np.zeros(rep.ids.size - k, bool)])
     else:
         ctx = rep.comp[pos]
         new = ctx + n
@@ -330,25 +369,83 @@ def _apply(rep: _Replica, st: _State, pos, n, step: int, finished: list):
         rep.gen[sp] += 1
         rep.tgt[sp] += 1
         ids = rep.ids[pos]
-        done_mask = np.zeros(rep.ids.size, dtype=bool)
-        done_mask[sp[rep.gen[sp] >= rep.O[sp]]] = True
+        done = np.zeros(rep.ids.size, dtype=bool)
+        done[sp[rep.gen[sp] >= rep.O[sp]]] = True
         firsts = np.zeros(pos.size, dtype=bool)
         firsts[sampled] = rep.gen[sp] == 1
     if firsts.any():
         f = ids[firsts]
         f = f[st.first_step[f] < 0]
         st.first_step[f] = step
-    if done_mask.any():
-        keep = ~done_mask
-        fin = rep.ids[done_mask]
-        st.finish_step[fin] = step
-        st.gen[fin] = rep.gen[done_mask]
-        rep.free += int(rep.blk[done_mask].sum())
-        rep.ids, rep.comp, rep.tgt, rep.gen, rep.O, rep.blk = (
-            rep.ids[keep], rep.comp[keep], rep.tgt[keep], rep.gen[keep], rep.O[keep],
-            rep.blk[keep])
-        finished.extend(fin.tolist())
+    if done.any():
+        _drop(rep, st, done, step, finished)
     return ctx
+
+
+def _drop(rep: _Replica, st: _State, done, step: int, finished: list):
+    """Remove the finished requests (mask ``done``) from the running arrays."""
+    keep = ~done
+    fin = rep.ids[done]
+    st.finish_step[fin] = step
+    st.gen[fin] = rep.gen[done]
+    rep.free += int(_add(rep.blk[done]))
+    rep.ids, rep.comp, rep.tgt, rep.gen, rep.O, rep.blk = (
+        rep.ids[keep], rep.comp[keep], rep.tgt[keep], rep.gen[keep], rep.O[keep],
+        rep.blk[keep])
+    finished.extend(fin.tolist())
+
+
+def _leap_length(rep: _Replica, cfg, kmax: int) -> int:
+    """How many all-decode steps can follow without an event (finish or KV shortage)."""
+    m = min(int((rep.O - rep.gen).min()), kmax)
+    if m <= 0 or cfg.num_gpu_blocks is None:
+        return max(m, 0)
+    bs = cfg.block_size
+
+    def need(k):
+        return int(_add(-((rep.comp + k) // -bs) - rep.blk))
+
+    if need(m) <= rep.free:
+        return m
+    lo, hi = 0, m                       # need(lo) <= free < need(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if need(mid) <= rep.free:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _leap(rep: _Replica, st: _State, cfg, m: int, step: int, finished: list):
+    """Apply ``m`` all-decode steps ``step+1 .. step+m``; return their feature rows and
+    the first context vector (for the log)."""
+    B = rep.ids.size
+    ks = np.arange(m, dtype=float)
+    ctx0 = rep.comp.copy()
+    cs = float(_add(ctx0)) + ks * B
+    F = np.empty((m, len(_KEYS)))
+    F[:, 0] = B
+    F[:, 1] = B
+    F[:, 2] = cs
+    F[:, 3] = float(ctx0.max()) + ks
+    F[:, 4] = cs + 0.5 * B
+    F[:, 5] = 0.0
+    F[:, 6] = cs
+    F[:, 7] = 0.0
+    F[:, 8] = 0.0
+    rep.comp += m
+    rep.gen += m
+    rep.tgt += m
+    if cfg.num_gpu_blocks is not None:
+        nb = -(rep.comp // -cfg.block_size) - rep.blk
+        np.maximum(nb, 0, out=nb)
+        rep.blk += nb
+        rep.free -= int(_add(nb))
+    done = rep.gen >= rep.O
+    if done.any():
+        _drop(rep, st, done, step + m, finished)
+    return F, ctx0
 
 
 # ---------------------------------------------------------------------------
@@ -356,23 +453,63 @@ def _apply(rep: _Replica, st: _State, pos, n, step: int, finished: list):
 # ---------------------------------------------------------------------------
 
 class _Block:
-    """The steps of one block: features per replica-step, flags, log records."""
+    """The steps of one block: feature rows per replica-step, flags, log records."""
 
     def __init__(self):
-        self.feats: list = []        # per replica-step: tuple of _KEYS values, or None (mixed)
+        self.parts: list = []        # tuples (one row), arrays (rows of a leap) or None (mixed)
+        self.rows = 0                # replica-step rows so far
         self.mixed: list = []        # (row, chunks, ctx) of steps with a prefill chunk
-        self.row_step: list = []     # block-relative step of each replica-step row
+        self.row_step: list = []     # block-relative step of each row (data parallel only)
         self.starved: list = []      # per step: could an arrival have been admitted?
-        self.log: list = []          # per replica-step: (step, replica, n, ctx, ids, run, wait)
+        self.log: list = []          # per replica-step: (step, replica, n, ctx, ids, run, wait,
+        #                              routed)
         self.n = 0                   # steps
         self.idle = False            # ended because no replica had work
 
 
+_ZEROS = np.zeros(0, np.intp)
+
+
+def _row(n: np.ndarray, ctx: np.ndarray, B: int, S: int) -> tuple:
+    """The step features (:data:`_KEYS`) of one step, equal to the feature kernel's.
+
+    :func:`perfmodel.data.features.request_features` on one step, without its
+    per-call set-up: decodes summed in closed form, prefill chunks (few) from
+    their arrays.  Every sum but ``chunk_sd``'s is of integers or halves
+    (exact in any order); ``chunk_sd`` sums in the kernel's order (bincount),
+    so the rows are bit-identical (``tests/decisions/test_simulate_v1.py``).
+    """
+    global _ZEROS
+    cs = float(_add(ctx))
+    cmax = float(ctx.max())
+    if S == B:                                   # every chunk is one token
+        return (B, B, cs, cmax, cs + 0.5 * B, 0.0, cs, 0.0, 0.0)
+    pre = n > 1
+    c = n[pre].astype(float)
+    x = ctx[pre]
+    attn_pre = float(_add(c * (x + c / 2.0)))
+    n_dec = B - c.size
+    dec_ctx = cs - float(_add(x))
+    if _ZEROS.size < B:
+        _ZEROS = np.zeros(2 * B, np.intp)
+    dev = n - S / B
+    sd = float(np.sqrt(np.bincount(_ZEROS[:B], weights=dev * dev, minlength=1)[0] / B))
+    return (B, S, cs, cmax, attn_pre + dec_ctx + 0.5 * n_dec, attn_pre, dec_ctx,
+            float(_add(c * c)), sd)
+
+
 def _features(blk: _Block) -> dict:
-    F = np.empty((len(blk.feats), len(_KEYS)))
-    for r, f in enumerate(blk.feats):
-        if f is not None:
-            F[r] = f
+    F = np.empty((blk.rows, len(_KEYS)))
+    r = 0
+    for part in blk.parts:
+        if part is None:
+            r += 1
+        elif isinstance(part, tuple):
+            F[r] = part
+            r += 1
+        else:
+            F[r:r + part.shape[0]] = part
+            r += part.shape[0]
     if blk.mixed:
         rows = [m[0] for m in blk.mixed]
         c = np.concatenate([m[1] for m in blk.mixed])
@@ -428,56 +565,90 @@ class _Loop:
     # -- one block ----------------------------------------------------------
     def block(self, K: int, step0: int) -> _Block:
         b = _Block()
-        cfg, st, reps = self.cfg, self.st, self.reps
-        for j in range(K):
+        cfg, st, reps, keep = self.cfg, self.st, self.reps, self.keep
+        single = len(reps) == 1
+        j = 0
+        while j < K:
             s = step0 + j
             finished: list = []
-            any_work, starved = False, False
+            any_work, starved, leap_ok = False, False, single
             for r, rep in enumerate(reps):
                 if not rep.ids.size and not rep.waiting:
                     starved = True
                     continue
+                m_before = rep.ids.size
                 res = _fast(rep, st, cfg, s)
                 if res is None:
                     res = _slow(rep, st, cfg, s)
-                pos, n, starv, _ = res
+                pos, n, starv, pre, full = res
                 starved |= starv
-                if not pos.size:
+                if not n.size:
                     continue
                 any_work = True
                 n_run, n_wait = rep.ids.size, len(rep.waiting)
-                ids = rep.ids[pos] if self.keep else None
-                ctx = _apply(rep, st, pos, n, s, finished)
-                row = len(b.feats)
-                if n.size == int(n.sum()):                      # every chunk is one token
-                    B = float(n.size)
-                    cs = float(ctx.sum())
-                    b.feats.append((B, B, cs, float(ctx.max()), cs + 0.5 * B, 0.0, cs, 0.0, 0.0))
-                else:
-                    b.feats.append(None)
-                    b.mixed.append((row, n, ctx))
-                b.row_step.append(j)
-                if self.keep:
+                ids = (rep.ids[:n.size] if full else rep.ids[pos]) if keep else None
+                B = n.size
+                S = int(_add(n))
+                ctx = _apply(rep, st, pos, n, full, s, finished)
+                b.parts.append(_row(n, ctx, B, S))
+                leap_ok = leap_ok and S == B
+                b.rows += 1
+                if not single:
+                    b.row_step.append(j)
+                if keep:
                     b.log.append((s, r, n, ctx, ids, n_run, n_wait, self.routed))
+                # a leap needs: every running request scheduled, none admitted, no preemption
+                leap_ok = leap_ok and full and B == m_before == n_run and not pre
             if not any_work:
                 b.idle = True
                 break
             b.starved.append(starved)
-            b.n = j + 1
+            j += 1
+            b.n = j
             if finished:
                 self.done += len(finished)
                 if self.closed:
                     self.issue(len(finished), s)
                 if self.done >= self.N:
                     break
+                continue
+            rep = reps[0]
+            if (leap_ok and j < K and rep.ids.size <= cfg.max_num_batched_tokens
+                    and not np.any(rep.tgt - rep.comp != 1)):       # all decoding now
+                j = self._leap(b, rep, K - j, s, starved)
+                if self.done >= self.N:
+                    break
         return b
+
+    def _leap(self, b: _Block, rep: _Replica, kmax: int, s: int, starved: bool) -> int:
+        """All-decode steps after step ``s`` until an event; return the next block step."""
+        m = _leap_length(rep, self.cfg, kmax)
+        if m <= 0:
+            return b.n
+        ids = rep.ids if self.keep else None
+        n_wait = len(rep.waiting)
+        finished: list = []
+        F, ctx0 = _leap(rep, self.st, self.cfg, m, s, finished)
+        b.parts.append(F)
+        b.rows += m
+        b.starved.extend([starved] * m)
+        if self.keep:
+            ones = np.ones(ids.size, np.int64)
+            b.log.extend((s + 1 + k, 0, ones, ctx0 + k, ids, ids.size, n_wait, self.routed)
+                         for k in range(m))
+        b.n += m
+        if finished:
+            self.done += len(finished)
+            if self.closed:
+                self.issue(len(finished), s + m)
+        return b.n
 
     def price(self, b: _Block, step0: int) -> np.ndarray:
         """Model time (ms) of each step of a block, noise included."""
         f = _features(b)
         y = np.asarray(self.model.predict(f), dtype=float).ravel()
-        if y.size != len(b.feats) or not np.all(np.isfinite(y)) or np.any(y <= 0):
-            bad = np.nonzero(~(np.isfinite(y) & (y > 0)))[0] if y.size == len(b.feats) else [0]
+        if y.size != b.rows or not np.all(np.isfinite(y)) or np.any(y <= 0):
+            bad = np.nonzero(~(np.isfinite(y) & (y > 0)))[0] if y.size == b.rows else [0]
             k = int(bad[0]) if len(bad) else 0
             raise InputError(f"model predicted {y[k:k + 1].tolist() if y.size else []} ms for a "
                              f"step with B={int(f['B'][k])}, S={int(f['S'][k])}; a step time "
