@@ -71,14 +71,15 @@ re-exported here; patch a function in the module that defines it.
 from __future__ import annotations
 
 from perfmodel.data.features import batch_features
-from perfmodel.decisions.simulate.engine import POLICIES, EngineConfig
+from perfmodel.decisions.simulate.engine import POLICIES, ROUTINGS, EngineConfig
+from perfmodel.decisions.simulate.kvcache import kv_block_bytes, num_gpu_blocks, weight_bytes
 from perfmodel.decisions.simulate.policies import (
     evaluate_policies,
     pareto_front,
     plot_policy_contour,
     plot_policy_frontier,
 )
-from perfmodel.decisions.simulate.results import SimulationResult
+from perfmodel.decisions.simulate.results import SimulationResult, latency_stats
 from perfmodel.decisions.simulate.validation import (
     SETUP_KEYS,
     OverheadEstimate,
@@ -96,6 +97,7 @@ from perfmodel.decisions.simulate.workload import (
 
 __all__ = [
     "POLICIES",
+    "ROUTINGS",
     "SETUP_KEYS",
     "EngineConfig",
     "OverheadEstimate",
@@ -105,6 +107,9 @@ __all__ = [
     "compare_to_run",
     "estimate_step_overhead",
     "evaluate_policies",
+    "kv_block_bytes",
+    "latency_stats",
+    "num_gpu_blocks",
     "pareto_front",
     "plot_policy_contour",
     "plot_policy_frontier",
@@ -113,4 +118,5 @@ __all__ = [
     "simulate_closed_loop",
     "simulate_open_loop",
     "validate_closed_loop",
+    "weight_bytes",
 ]

@@ -73,14 +73,16 @@ class _State:
         self.admit_step = np.full(n, -1, np.int64)
         self.npre = np.zeros(n, np.int64)
         self.replica = np.zeros(n, np.int64)
+        self.kv_peak_blocks = None
 
 
 class _Replica:
     """One engine replica: running requests as arrays in running order, the waiting queue."""
 
-    __slots__ = ("O", "blk", "comp", "free", "gen", "ids", "tgt", "waiting")
+    __slots__ = ("O", "blk", "comp", "free", "gen", "ids", "low", "tgt", "waiting")
 
     def __init__(self, free: int):
+        self.low = free               # fewest free blocks seen (after a step's allocation)
         e = np.zeros(0, np.int64)
         self.ids, self.comp, self.tgt, self.gen, self.O, self.blk = e, e, e, e, e, e
         self.waiting: deque = deque()
@@ -442,6 +444,7 @@ def _leap(rep: _Replica, st: _State, cfg, m: int, step: int, finished: list):
         np.maximum(nb, 0, out=nb)
         rep.blk += nb
         rep.free -= int(_add(nb))
+        rep.low = min(rep.low, rep.free)
     done = rep.gen >= rep.O
     if done.any():
         _drop(rep, st, done, step + m, finished)
@@ -582,6 +585,7 @@ class _Loop:
                     res = _slow(rep, st, cfg, s)
                 pos, n, starv, pre, full = res
                 starved |= starv
+                rep.low = min(rep.low, rep.free)
                 if not n.size:
                     continue
                 any_work = True
@@ -743,4 +747,6 @@ def _run(model, cfg, P, O, arrival=None, *, concurrency=None, seed=0, keep_steps
             raise InputError(f"simulation did not finish within max_steps={max_steps} steps")
     starts = np.concatenate(starts_all) if starts_all else np.zeros(0)
     model_ms = np.concatenate(model_all) if model_all else np.zeros(0)
+    st.kv_peak_blocks = ([cfg.num_gpu_blocks - rep.low for rep in loop.reps]
+                         if cfg.num_gpu_blocks is not None else None)
     return st, [r for lg in logs for r in lg], starts, model_ms, ovh + model_ms, arr_sorted

@@ -15,6 +15,26 @@ _STEP_COLUMNS = ["step", "start_s", "end_s", "batch_size", "total_tokens", "num_
                  "step_ms", "num_running", "num_waiting", "replica"]
 
 
+#: the statistics :func:`latency_stats` reports, and their quantile levels
+STAT_LEVELS = {"mean": None, "p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
+
+
+def latency_stats(ttft_ms, tpot_ms, latency_ms) -> dict[str, dict[str, float | None]]:
+    """Mean and p50/p90/p95/p99 of per-request TTFT, TPOT and latency (ms).
+
+    NaN values (TPOT of one-token outputs, unfinished requests) are left out;
+    quantiles are numpy's default (linear interpolation), as ``vllm bench
+    serve`` reports them.  A metric with no value gives None.
+    """
+    out = {}
+    for name, v in (("ttft_ms", ttft_ms), ("tpot_ms", tpot_ms), ("latency_ms", latency_ms)):
+        a = np.asarray(v, dtype=float)
+        a = a[np.isfinite(a)]
+        out[name] = {k: (None if not a.size else float(a.mean()) if q is None
+                         else float(np.quantile(a, q))) for k, q in STAT_LEVELS.items()}
+    return out
+
+
 @dataclass
 class SimulationResult:
     """Output of a simulation: per-request timings, the step log and the summary.
@@ -46,6 +66,11 @@ class SimulationResult:
     @property
     def output_throughput_tok_s(self) -> float:
         return float(self.requests["output_tokens"].sum() / self.makespan_s)
+
+    def latency_stats(self) -> dict[str, dict[str, float | None]]:
+        """:func:`latency_stats` of the simulated requests (TTFT, TPOT, latency in ms)."""
+        r = self.requests
+        return latency_stats(r["ttft_s"] * 1000.0, r["tpot_ms"], r["e2e_s"] * 1000.0)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe summary: throughput, latency statistics and the configuration."""
@@ -113,7 +138,9 @@ def _result(run, cfg: EngineConfig, extra: dict) -> SimulationResult:
     })
     steps = _steps(log, starts, ends, model_ms, step_ms, arr_sorted)
     return SimulationResult(requests=df, steps=steps, n_steps=int(starts.size),
-                            config={**cfg.as_dict(), **extra})
+                            config={**cfg.as_dict(), **extra,
+                                    "kv_peak_blocks": st.kv_peak_blocks,
+                                    "num_preemptions": int(st.npre.sum())})
 
 
 def _steps(log, starts, ends, model_ms, step_ms, arr_sorted) -> pd.DataFrame:
