@@ -21,6 +21,7 @@ from perfmodel._io import atomic_write_text, json_safe
 from perfmodel.cli import collect as cli_collect
 from perfmodel.cli import compare as cli_compare
 from perfmodel.cli import factors as cli_factors
+from perfmodel.cli import replay as cli_replay
 from perfmodel.cli import simulate as cli_simulate
 from perfmodel.cli import sla as cli_sla
 from perfmodel.cli.common import Parser, UsageError, add_random_state_argument, check_output, emit
@@ -206,6 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
          cli_simulate.add_simulate_arguments, cli_simulate.simulate_command),
         ("factors", "secondary-factor analysis at a fixed step size", {},
          cli_factors.add_factors_arguments, cli_factors.factors_command),
+        ("replay", "replay a serving run's requests (TTFT, TPOT, latency)", {},
+         cli_replay.add_replay_arguments, cli_replay.replay_command),
     ):
         sp = sub.add_parser(name, help=text)
         add_arguments(sp)
