@@ -473,7 +473,7 @@ class _Block:
 _ZEROS = np.zeros(0, np.intp)
 
 
-def _row(n: np.ndarray, ctx: np.ndarray, B: int, S: int) -> tuple:
+def _row(n: np.ndarray, ctx: np.ndarray, B: int, S: int, with_sd: bool = True) -> tuple:
     """The step features (:data:`_KEYS`) of one step, equal to the feature kernel's.
 
     :func:`perfmodel.data.features.request_features` on one step, without its
@@ -481,6 +481,7 @@ def _row(n: np.ndarray, ctx: np.ndarray, B: int, S: int) -> tuple:
     their arrays.  Every sum but ``chunk_sd``'s is of integers or halves
     (exact in any order); ``chunk_sd`` sums in the kernel's order (bincount),
     so the rows are bit-identical (``tests/decisions/test_simulate_v1.py``).
+    ``with_sd=False`` (a model that does not use ``chunk_sd``) leaves it at 0.
     """
     global _ZEROS
     cs = float(_add(ctx))
@@ -493,10 +494,12 @@ def _row(n: np.ndarray, ctx: np.ndarray, B: int, S: int) -> tuple:
     attn_pre = float(_add(c * (x + c / 2.0)))
     n_dec = B - c.size
     dec_ctx = cs - float(_add(x))
-    if _ZEROS.size < B:
-        _ZEROS = np.zeros(2 * B, np.intp)
-    dev = n - S / B
-    sd = float(np.sqrt(np.bincount(_ZEROS[:B], weights=dev * dev, minlength=1)[0] / B))
+    sd = 0.0
+    if with_sd:
+        if _ZEROS.size < B:
+            _ZEROS = np.zeros(2 * B, np.intp)
+        dev = n - S / B
+        sd = float(np.sqrt(np.bincount(_ZEROS[:B], weights=dev * dev, minlength=1)[0] / B))
     return (B, S, cs, cmax, attn_pre + dec_ctx + 0.5 * n_dec, attn_pre, dec_ctx,
             float(_add(c * c)), sd)
 
@@ -539,6 +542,8 @@ class _Loop:
         self.rr = 0
         self.next_issue = 0
         self.routed = 0              # requests routed so far (open loop: arrivals queued)
+        requires = getattr(getattr(model, "model", None), "requires", None)
+        self.with_sd = requires is None or "chunk_sd" in requires
 
     # -- routing -----------------------------------------------------------
     def route(self, i: int):
@@ -594,7 +599,7 @@ class _Loop:
                 B = n.size
                 S = int(_add(n))
                 ctx = _apply(rep, st, pos, n, full, s, finished)
-                b.parts.append(_row(n, ctx, B, S))
+                b.parts.append(_row(n, ctx, B, S, self.with_sd))
                 leap_ok = leap_ok and S == B
                 b.rows += 1
                 if not single:
