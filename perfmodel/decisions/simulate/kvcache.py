@@ -9,7 +9,7 @@ that did not log it, or a what-if on another card, needs the same number.
 
 Formula
 -------
-Per GPU (vLLM's sizing, docs/replay.md, section Simulator)::
+Per GPU (vLLM's sizing; docs/replay.md, Simulator)::
 
     kv_bytes       = gpu_memory_bytes * gpu_memory_utilization
                      - weight_bytes - activation_reserve_bytes
