@@ -36,13 +36,19 @@ The engine loop
       take what budget is left (decodes stall while prefills fill the budget).
   ``'fcfs'`` (vLLM V1): running requests in admission order, each taking one
       token (decode) or its remaining prompt (prefill) as the budget allows,
-      then new admissions.
+      then new admissions FCFS.
 
   A prefill chunk is also capped by ``long_prefill_token_threshold`` when it
   is positive.  Without chunked prefill, a prompt must fit in the step's
   remaining budget whole or waits.
-* Not modelled: preemption when the KV cache is full, speculative decoding,
-  prefix caching, detokenisation and client/network time.
+* KV cache (``num_gpu_blocks``, ``block_size``): blocks allocated as tokens
+  are computed; when a running request cannot get its blocks the last running
+  request is preempted and later recomputes its tokens (vLLM V1); data-parallel
+  replicas (``data_parallel_size``, ``routing``) step in lock step.
+  docs/replay.md, Simulator, states the rules and the KV-cache formula
+  (:mod:`.kvcache`).
+* Not modelled: prefix caching, asynchronous scheduling, speculative
+  decoding, detokenisation and client/network time.
 
 Metrics
 -------
@@ -61,7 +67,10 @@ model, estimates the overhead from the run's own step trace
 
 Modules
 -------
-:mod:`.engine` (:class:`EngineConfig`, scheduler, event loop), :mod:`.results`
+:mod:`.engine` (:class:`EngineConfig`), :mod:`.loop` (the array engine: scheduler,
+KV cache, preemption, event loop), :mod:`.kvcache` (KV blocks per GPU),
+:mod:`.reference` (the per-request loop, kept as an executable specification
+for tests and the benchmark), :mod:`.results`
 (:class:`SimulationResult`), :mod:`.workload` (arrivals, closed-/open-loop
 simulations), :mod:`.validation` (step overhead, comparison with measured
 runs), :mod:`.policies` (policy evaluation, Pareto front, plots) and
