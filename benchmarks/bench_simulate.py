@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -56,6 +57,14 @@ def workload(kind, n, seed=0):
     return rng.integers(32, 512, n), rng.integers(16, 512, n)
 
 
+def reference(fit, cfg, C, P, O):
+    """Steps of the per-request reference loop on the same closed loop."""
+    n = P.size
+    first = [_Req(i, 0.0, P[i], O[i]) for i in range(min(C, n))]
+    return _run_reference(fit, first, cfg, closed=(n, P, O), seed=0, keep_steps=False,
+                          max_steps=None)[2]
+
+
 def best_of(fn, repeats):
     times, out = [], None
     for _ in range(repeats):
@@ -78,20 +87,13 @@ def main(argv=None):
     for C in (64, 256):
         for kind in ("uniform", "mixed"):
             P, O = workload(kind, args.requests)
-            t, r = best_of(lambda: simulate_closed_loop(
-                fit, args.requests, C, P, O, engine=cfg, keep_steps=False), args.repeats)
+            t, r = best_of(partial(simulate_closed_loop, fit, args.requests, C, P, O,
+                                   engine=cfg, keep_steps=False), args.repeats)
             n_ref = args.reference_requests
-            Pr, Or = P[:n_ref], O[:n_ref]
-
-            def ref():
-                first = [_Req(i, 0.0, Pr[i], Or[i]) for i in range(min(C, n_ref))]
-                return _run_reference(fit, first, cfg, closed=(n_ref, Pr, Or), seed=0,
-                                      keep_steps=False, max_steps=None)[2]
-            t_ref, n_steps_ref = best_of(ref, 1)
+            t_ref, n_steps_ref = best_of(partial(reference, fit, cfg, C, P[:n_ref], O[:n_ref]), 1)
             rate, rate_ref = r.n_steps / t, n_steps_ref / t_ref
             print(f"{C:>4} {kind:>8} {r.n_steps:>7} {rate:>9.0f} {args.requests / t:>8.0f} "
                   f"{rate_ref:>11.0f} {rate / rate_ref:>6.1f}")
-
 
 if __name__ == "__main__":
     main()

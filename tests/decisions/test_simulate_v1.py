@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from perfmodel.decisions.simulate import EngineConfig, simulate_closed_loop, simulate_open_loop
+from perfmodel.decisions.simulate import events as events_mod
 from perfmodel.decisions.simulate import loop as loop_mod
 from perfmodel.decisions.simulate.reference import _Req, _run_reference
 from perfmodel.errors import InputError
@@ -220,5 +221,5 @@ def test_step_rows_equal_the_feature_kernel():
         n = np.where(rng.random(B) < 0.2, rng.integers(2, 300, B), 1).astype(np.int64)
         ctx = rng.integers(0, 5000, B).astype(np.int64)
         f = request_features(n, ctx)
-        row = loop_mod._row(n, ctx, B, int(n.sum()))
+        row = events_mod._row(n, ctx, B, int(n.sum()))
         assert row == tuple(float(f[k][0]) for k in loop_mod._KEYS)

@@ -67,8 +67,8 @@ model, estimates the overhead from the run's own step trace
 
 Modules
 -------
-:mod:`.engine` (:class:`EngineConfig`), :mod:`.loop` (the array engine: scheduler,
-KV cache, preemption, event loop), :mod:`.kvcache` (KV blocks per GPU),
+:mod:`.engine` (:class:`EngineConfig`), :mod:`.loop` (the array engine's scheduler: KV
+cache, preemption, leaps), :mod:`.events` (its event loop: blocks, pricing, arrivals), :mod:`.kvcache` (KV blocks per GPU),
 :mod:`.reference` (the per-request loop, kept as an executable specification
 for tests and the benchmark), :mod:`.results`
 (:class:`SimulationResult`), :mod:`.workload` (arrivals, closed-/open-loop

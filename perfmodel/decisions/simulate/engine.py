@@ -1,6 +1,6 @@
 """The engine settings: :class:`EngineConfig` (vLLM's names) and its checks.
 
-The scheduler and the event loop that use them are in :mod:`.loop`.
+The scheduler and the event loop that use them are in :mod:`.loop` and :mod:`.events`.
 """
 from __future__ import annotations
 

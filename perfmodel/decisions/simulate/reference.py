@@ -2,7 +2,7 @@
 
 Problem
 -------
-:mod:`.loop` schedules with numpy arrays and prices steps in blocks; this
+:mod:`.loop` and :mod:`.events` schedule with numpy arrays and price steps in blocks; this
 module keeps the straightforward loop (one Python object per request, one
 model call per step) as an executable specification of the three policies
 without a KV-cache limit.  ``tests/decisions/test_simulate_v1.py`` checks

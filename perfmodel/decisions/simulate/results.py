@@ -111,7 +111,7 @@ class SimulationResult:
 
 
 def _result(run, cfg: EngineConfig, extra: dict) -> SimulationResult:
-    """The SimulationResult of :func:`.loop._run`'s output."""
+    """The SimulationResult of :func:`.events._run`'s output."""
     st, log, starts, model_ms, step_ms, arr_sorted = run
     ends = starts + step_ms / 1000.0
     arr = st.arrival.copy()
@@ -149,7 +149,7 @@ def _steps(log, starts, ends, model_ms, step_ms, arr_sorted) -> pd.DataFrame:
     s = np.fromiter((r[0] for r in log), np.int64, len(log))
     routed = np.fromiter((r[7] for r in log), np.int64, len(log))
     # arrivals during a block that no step could have admitted are queued at its end;
-    # count them as waiting from their arrival on (none with data parallelism: see .loop)
+    # count them as waiting from their arrival on (none with data parallelism: see .events)
     late = np.searchsorted(arr_sorted, starts[s], side="right") - routed if arr_sorted.size \
         else np.zeros(len(log), np.int64)
     rows = {

@@ -10,7 +10,7 @@ import numpy as np
 from perfmodel._checks import check_int_range, check_positive
 from perfmodel.decisions.simulate._common import _check_model, _per_request
 from perfmodel.decisions.simulate.engine import EngineConfig, _engine
-from perfmodel.decisions.simulate.loop import _run
+from perfmodel.decisions.simulate.events import _run
 from perfmodel.decisions.simulate.results import SimulationResult, _result
 from perfmodel.errors import InputError
 
