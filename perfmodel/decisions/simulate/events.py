@@ -69,12 +69,11 @@ def _row(n: np.ndarray, ctx: np.ndarray, B: int, S: int, with_sd: bool = True) -
     cmax = float(ctx.max())
     if S == B:                                   # every chunk is one token
         return (B, B, cs, cmax, cs + 0.5 * B, 0.0, cs, 0.0, 0.0)
-    pre = n > 1
-    c = n[pre].astype(float)
-    x = ctx[pre]
-    attn_pre = float(_add(c * (x + c / 2.0)))
-    n_dec = B - c.size
-    dec_ctx = cs - float(_add(x))
+    pre = np.flatnonzero(n > 1)
+    c, x = n[pre].tolist(), ctx[pre].tolist()           # a few prefill chunks
+    attn_pre = float(sum(ci * (xi + ci / 2.0) for ci, xi in zip(c, x)))
+    n_dec = B - len(c)
+    dec_ctx = cs - float(sum(x))
     sd = 0.0
     if with_sd:
         if _ZEROS.size < B:
@@ -82,7 +81,7 @@ def _row(n: np.ndarray, ctx: np.ndarray, B: int, S: int, with_sd: bool = True) -
         dev = n - S / B
         sd = float(np.sqrt(np.bincount(_ZEROS[:B], weights=dev * dev, minlength=1)[0] / B))
     return (B, S, cs, cmax, attn_pre + dec_ctx + 0.5 * n_dec, attn_pre, dec_ctx,
-            float(_add(c * c)), sd)
+            float(sum(ci * ci for ci in c)), sd)
 
 
 def _features(blk: _Block) -> dict:

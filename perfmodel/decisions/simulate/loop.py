@@ -45,11 +45,14 @@ class _State:
 
     def __init__(self, P, O, arrival):
         n = P.size
-        self.P, self.O = P, O
-        self.tgt = P.copy()             # num_tokens: prompt + sampled output tokens
-        self.comp = np.zeros(n, np.int64)
-        self.gen = np.zeros(n, np.int64)
-        self.blk = np.zeros(n, np.int64)
+        self.P = P
+        # columns (as in a replica's running table): id, num_computed, num_tokens (prompt +
+        # sampled output tokens), sampled output tokens, output length, KV blocks held
+        self.A = np.zeros((n, 6), np.int64)
+        self.A[:, 0] = np.arange(n)
+        self.A[:, 2] = P
+        self.A[:, 4] = O
+        self.comp, self.tgt, self.gen, self.O, self.blk = (self.A[:, k] for k in range(1, 6))
         self.arrival = arrival          # seconds (NaN until issued, closed loop)
         self.issue_step = np.full(n, -1, np.int64)   # closed loop: issued at the end of
         self.first_step = np.full(n, -1, np.int64)
@@ -61,28 +64,32 @@ class _State:
 
 
 class _Replica:
-    """One engine replica: running requests as arrays in running order, the waiting queue."""
+    """One engine replica: its running requests as one table (rows in running order,
+    columns as :class:`_State`'s, each a view: ``ids``, ``comp``, ``tgt``, ``gen``, ``O``,
+    ``blk``) and the waiting queue."""
 
-    __slots__ = ("O", "blk", "comp", "free", "gen", "ids", "low", "tgt", "waiting")
+    __slots__ = ("O", "R", "blk", "comp", "free", "gen", "ids", "low", "tgt", "waiting")
 
     def __init__(self, free: int):
         self.low = free               # fewest free blocks seen (after a step's allocation)
-        e = np.zeros(0, np.int64)
-        self.ids, self.comp, self.tgt, self.gen, self.O, self.blk = e, e, e, e, e, e
+        self.set(np.zeros((0, 6), np.int64))
         self.waiting: deque = deque()
         self.free = free
+
+    def set(self, R: np.ndarray):
+        """Make ``R`` the running table."""
+        self.R = R
+        self.ids, self.comp, self.tgt, self.gen, self.O, self.blk = (R[:, k] for k in range(6))
 
     def load(self) -> int:
         return 4 * len(self.waiting) + self.ids.size
 
     def snapshot(self):
-        return (self.ids, self.comp.copy(), self.tgt.copy(), self.gen.copy(), self.O,
-                self.blk.copy(), deque(self.waiting), self.free)
+        return self.R.copy(), deque(self.waiting), self.free
 
     def restore(self, snap):
-        (self.ids, self.comp, self.tgt, self.gen, self.O, self.blk, self.waiting,
-         self.free) = snap[0], snap[1].copy(), snap[2].copy(), snap[3].copy(), snap[4], \
-            snap[5].copy(), deque(snap[6]), snap[7]
+        self.set(snap[0].copy())
+        self.waiting, self.free = deque(snap[1]), snap[2]
 
 
 def _cdiv(a, b):
@@ -92,12 +99,6 @@ def _cdiv(a, b):
 # ---------------------------------------------------------------------------
 # one step of one replica
 # ---------------------------------------------------------------------------
-
-class _Step:
-    """What one replica scheduled: positions/ids, chunks, prior contexts, flags."""
-
-    __slots__ = ("chunks", "ctx", "ids", "n_running", "n_waiting", "preempted", "starved")
-
 
 def _admit(rep: _Replica, st: _State, cfg, budget: int, n_run: int, n_partial: int, step: int):
     """Admit waiting requests FCFS; return (ids, chunks, budget, starved)."""
@@ -140,13 +141,7 @@ def _admit(rep: _Replica, st: _State, cfg, budget: int, n_run: int, n_partial: i
 
 def _join(rep: _Replica, st: _State, ids: list):
     """Append admitted requests to the running arrays."""
-    a = np.asarray(ids, np.int64)
-    rep.ids = np.concatenate([rep.ids, a])
-    rep.comp = np.concatenate([rep.comp, st.comp[a]])
-    rep.tgt = np.concatenate([rep.tgt, st.tgt[a]])
-    rep.gen = np.concatenate([rep.gen, st.gen[a]])
-    rep.O = np.concatenate([rep.O, st.O[a]])
-    rep.blk = np.concatenate([rep.blk, st.blk[a]])
+    rep.set(np.concatenate([rep.R, st.A[ids]]))
 
 
 def _order(rep: _Replica, need: np.ndarray, policy: str):
@@ -306,8 +301,8 @@ def _slow(rep: _Replica, st: _State, cfg, step: int):
         st.npre[i] += 1
         rep.waiting.appendleft(i)
     newpos = {p: k for k, p in enumerate(alive)}
-    rep.ids, rep.comp, rep.tgt, rep.gen, rep.O, rep.blk = (
-        np.asarray([x[p] for p in alive], np.int64) for x in (ids, comp, tgt, gen, Os, blk))
+    rep.set(np.array([[ids[p], comp[p], tgt[p], gen[p], Os[p], blk[p]] for p in alive],
+                     np.int64).reshape(-1, 6))
     old_n = rep.ids.size
     if adm_ids:
         _join(rep, st, adm_ids)
@@ -375,9 +370,7 @@ def _drop(rep: _Replica, st: _State, done, step: int, finished: list):
     st.finish_step[fin] = step
     st.gen[fin] = rep.gen[done]
     rep.free += int(_add(rep.blk[done]))
-    rep.ids, rep.comp, rep.tgt, rep.gen, rep.O, rep.blk = (
-        rep.ids[keep], rep.comp[keep], rep.tgt[keep], rep.gen[keep], rep.O[keep],
-        rep.blk[keep])
+    rep.set(rep.R[keep])
     finished.extend(fin.tolist())
 
 
