@@ -235,6 +235,7 @@ class _Loop:
     def price(self, b: _Block, step0: int) -> np.ndarray:
         """Model time (ms) of each step of a block, noise included."""
         f = _features(b)
+        self.last_BS = (f["B"], f["S"])
         y = np.asarray(self.model.predict(f), dtype=float).ravel()
         if y.size != b.rows or not np.all(np.isfinite(y)) or np.any(y <= 0):
             bad = np.nonzero(~(np.isfinite(y) & (y > 0)))[0] if y.size == b.rows else [0]
@@ -289,6 +290,7 @@ def _run(model, cfg, P, O, arrival=None, *, concurrency=None, seed=0, keep_steps
     arr_sorted = st.arrival[order]
     ptr, t, step, K = 0, 0.0, 0, 16
     starts_all, model_all, logs = [], [], []
+    sums = np.zeros(3)                  # replica-steps, sum of B, sum of S
     while loop.done < N:
         if not loop.closed:
             while ptr < N and arr_sorted[ptr] <= t:
@@ -324,6 +326,8 @@ def _run(model, cfg, P, O, arrival=None, *, concurrency=None, seed=0, keep_steps
             K = min(2 * K, 1024)
         starts_all.append(starts)
         model_all.append(y)
+        nrows = b.n if len(loop.reps) == 1 else len(b.row_step)
+        sums += (nrows, float(loop.last_BS[0][:nrows].sum()), float(loop.last_BS[1][:nrows].sum()))
         if keep_steps:
             logs.append(b.log)
         step += b.n
@@ -334,4 +338,5 @@ def _run(model, cfg, P, O, arrival=None, *, concurrency=None, seed=0, keep_steps
     model_ms = np.concatenate(model_all) if model_all else np.zeros(0)
     st.kv_peak_blocks = ([cfg.num_gpu_blocks - rep.low for rep in loop.reps]
                          if cfg.num_gpu_blocks is not None else None)
+    st.step_sums = sums
     return st, [r for lg in logs for r in lg], starts, model_ms, ovh + model_ms, arr_sorted

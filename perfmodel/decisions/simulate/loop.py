@@ -61,6 +61,7 @@ class _State:
         self.npre = np.zeros(n, np.int64)
         self.replica = np.zeros(n, np.int64)
         self.kv_peak_blocks = None
+        self.step_sums = np.zeros(3)
 
 
 class _Replica:

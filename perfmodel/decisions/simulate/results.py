@@ -51,12 +51,15 @@ class SimulationResult:
         empty when ``keep_steps=False``
     n_steps : int
     config : dict of the scheduler and workload settings
+    step_summary : dict, ``mean_batch_size``, ``mean_total_tokens`` (per replica-step)
+        and ``mean_step_ms``, kept also when ``keep_steps=False``
     """
 
     requests: pd.DataFrame
     steps: pd.DataFrame
     n_steps: int
     config: dict[str, Any] = field(default_factory=dict)
+    step_summary: dict[str, float] = field(default_factory=dict)
 
     @property
     def makespan_s(self) -> float:
@@ -105,6 +108,8 @@ class SimulationResult:
             out["mean_batch_size"] = float(s["batch_size"].mean())
             out["mean_total_tokens"] = float(s["total_tokens"].mean())
             out["mean_step_ms"] = float(s["step_ms"].mean())
+        else:
+            out.update(self.step_summary)
         out["config"] = {k: (v if not isinstance(v, np.generic) else v.item())
                          for k, v in self.config.items()}
         return out
@@ -137,7 +142,11 @@ def _result(run, cfg: EngineConfig, extra: dict) -> SimulationResult:
         "num_preemptions": st.npre, "replica": st.replica,
     })
     steps = _steps(log, starts, ends, model_ms, step_ms, arr_sorted)
+    rows, sum_b, sum_s = st.step_sums
+    summary = ({"mean_batch_size": sum_b / rows, "mean_total_tokens": sum_s / rows,
+                "mean_step_ms": float(step_ms.mean())} if rows else {})
     return SimulationResult(requests=df, steps=steps, n_steps=int(starts.size),
+                            step_summary=summary,
                             config={**cfg.as_dict(), **extra,
                                     "kv_peak_blocks": st.kv_peak_blocks,
                                     "num_preemptions": int(st.npre.sum())})
