@@ -96,10 +96,13 @@ def _model(args, settings: dict, work: pd.DataFrame, engine: dict):
         raise InputError("composing a step model from a profile bundle is not available in "
                          "this version (perfmodel.core.compose); use --fit FIT.json") from None
     max_context = int((work["prompt_tokens"] + work["output_tokens"]).max())
-    fit, info = fit_from_profile(args.profile, args.model_config, tp=settings["tp"],
-                                 max_num_seqs=engine["max_num_seqs"],
-                                 max_num_batched_tokens=engine["max_num_batched_tokens"],
-                                 max_context=max_context)
+    defaults = EngineConfig()
+    fit, info = fit_from_profile(
+        args.profile, args.model_config, tp=settings["tp"],
+        max_num_seqs=engine.get("max_num_seqs", defaults.max_num_seqs),
+        max_num_batched_tokens=engine.get("max_num_batched_tokens",
+                                          defaults.max_num_batched_tokens),
+        max_context=max_context)
     return fit, {"source": "profile", "path": str(args.profile), "model": fit.model_name,
                  **(info or {})}
 
