@@ -83,7 +83,7 @@ collect() {  # collect MODEL WORKLOAD NAME [extra args...]
   local model=$1 workload=$2 name=$3
   shift 3
   local t0=$SECONDS
-  "$PY" -m perfmodel.collect vllm --model-config "$model" --workload "$workload" \
+  "$PY" -m perfmodel collect vllm --model-config "$model" --workload "$workload" \
     --random-state "$SEED" --warmup-steps "$WARMUP" -o "$OUT/$model/$name.csv" ${EAGER:+--enforce-eager} "$@" \
     > "$LOGDIR/$model-$name.log" 2>&1 || { tail -20 "$LOGDIR/$model-$name.log" >&2; exit 1; }
   echo "  $model/$name: $((SECONDS - t0)) s"
