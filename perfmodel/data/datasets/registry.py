@@ -36,6 +36,11 @@ CITATIONS: dict[str, str] = {
         "Zhong, Y., Liu, S., Chen, J., Hu, J., Zhu, Y., Liu, X., Jin, X., Zhang, H. (2024). "
         "DistServe: Disaggregating prefill and decoding for goodput-optimized large language "
         "model serving. OSDI 2024. Data: https://github.com/LLMServe/DistServe"),
+    "cho2024llmservingsim": (
+        "Cho, J., Kim, M., Choi, H., Heo, G., Park, J. (2024). LLMServingSim: A HW/SW "
+        "co-simulation infrastructure for LLM inference serving at scale. IISWC 2024. "
+        "Data (version 2.x, layer-profile bundles and vLLM serving runs): "
+        "https://github.com/casys-kaist/LLMServingSim"),
     "nist_strd_nls": (
         "NIST Information Technology Laboratory. Statistical Reference Datasets: Nonlinear "
         "Regression. https://www.itl.nist.gov/div898/strd/nls/nls_main.shtml"),
@@ -81,6 +86,9 @@ _SARATHI = ("microsoft/sarathi-serve", "02d2567eb169d947c7093f57b5b74ad602615947
 _LIB = ("argonne-lcf/LLM-Inference-Bench", "4211f5d4e9bc0145ed541b6d372d5d8223b44235")
 _VIDUR = ("microsoft/vidur", "acb95f6cd118071401fa805a0b0bc11bd2018fc6")
 _DISTSERVE = ("LLMServe/DistServe", "82831f1604cc6b10bebd360f6c437a07790dde9f")
+#: LLMServingSim 2.x at commit 5daddb2 ("Key bench/examples by hardware, and land the RTX 4090
+#: validation"), the one its bundles and serving runs were published with
+LLMSERVINGSIM = ("casys-kaist/LLMServingSim", "5daddb21a545658d5150b535712d0494584b5278")
 _LMFIT = ("lmfit/lmfit-py", "fe389bbbd1fe936cd73742bd81fc6fce7ac92858")
 _NIST_URL = "https://www.itl.nist.gov/div898/strd/nls/data/LINKS/DATA/{}.dat"
 
@@ -161,6 +169,138 @@ _GITHUB_FILES = [
     ]),
 ]
 
+#: LLMServingSim files: (upstream path, sha256); registry name = 'llmservingsim/' + path
+_LLMSERVINGSIM_FILES = [
+    ("bench/examples/RTX4090/Llama-3.1-8B/config.json",
+     "cb99198f062defb7ca947a3d8e81f273352637562c66eb75dc26e7e5ef3e2f8e"),
+    ("bench/examples/RTX4090/Llama-3.1-8B/outputs/sim.csv",
+     "bba65bc8131442e00edfdde93c10ed68551c29cf0d9adf7fb07ebfcbb3ac4767"),
+    ("bench/examples/RTX4090/Llama-3.1-8B/validation/summary.txt",
+     "80c1b498f741d798e705fc83dfe79394cabee41eb18cfba6957ae17f01062f25"),
+    ("bench/examples/RTX4090/Llama-3.1-8B/vllm/meta.json",
+     "56cbcb2a08e9fe6f67d60cad8ee545f86c874f82b46ab413da484f331417b2fc"),
+    ("bench/examples/RTX4090/Llama-3.1-8B/vllm/requests.jsonl",
+     "5a6f2a0b09d5eb84bd75b30ed625d883c22b4bcc0a839cd1128ae42f74ecc90d"),
+    ("bench/examples/RTX4090/Llama-3.1-8B/vllm/timeseries.csv",
+     "f99d474f8d8a2c52f986fb27e46832a1627fc908d7570852b016573b89ab3173"),
+    ("bench/examples/RTXPRO6000/Llama-3.1-8B/config.json",
+     "26c8b385dbb295de3653bac521fd42b99de03736b747f5d2f1cdf2e0c8abeae8"),
+    ("bench/examples/RTXPRO6000/Llama-3.1-8B/outputs/sim.csv",
+     "c58eb0d7da15c7144508a40e5347e51a78e2ecb6dd309ce809fb7751057da2d1"),
+    ("bench/examples/RTXPRO6000/Llama-3.1-8B/validation/summary.txt",
+     "40dbb4ac3fa2c1c1e0f65891b914de2af245192ef04e9ca25a74a3c5132a13c5"),
+    ("bench/examples/RTXPRO6000/Llama-3.1-8B/vllm/meta.json",
+     "c074b29bddabe66102e3e635dd7910c35927c3f52b73d58d8fa0798f38156ae4"),
+    ("bench/examples/RTXPRO6000/Llama-3.1-8B/vllm/requests.jsonl",
+     "0175b31b0ddc02b97eb6da1410dc80fc5900b8785c988e90cacee1021d644682"),
+    ("bench/examples/RTXPRO6000/Llama-3.1-8B/vllm/timeseries.csv",
+     "de884551204aeb9c12d8bed0fa78a5eb6b85e1e0bb173e9664fd6e5f26998aed"),
+    ("bench/examples/RTXPRO6000/Qwen3-30B-A3B-Instruct-2507/config.json",
+     "4dfe8adfbad964f1be88f07be44442745d84d176534c4c79280f95a34ff87bd4"),
+    ("bench/examples/RTXPRO6000/Qwen3-30B-A3B-Instruct-2507/outputs/sim.csv",
+     "e4582d622ed8cbbce889f105eea15d39227d15ecf18d099d1577a41ef07a7c54"),
+    ("bench/examples/RTXPRO6000/Qwen3-30B-A3B-Instruct-2507/validation/summary.txt",
+     "08e052fcf525e2d3a68d22f8a205a8bf15c06f4b0fe08c8b03e9d00b18f9366c"),
+    ("bench/examples/RTXPRO6000/Qwen3-30B-A3B-Instruct-2507/vllm/meta.json",
+     "ae871638b83fbf81bb8b6ac83b5fca00e1e40e5babd46612c0a9368bbcc05fe8"),
+    ("bench/examples/RTXPRO6000/Qwen3-30B-A3B-Instruct-2507/vllm/requests.jsonl",
+     "bde98fa878f59f1b3b8b8f9b3b09f8e1ae36be6a8f56040b9a80a97d00a7dc7b"),
+    ("bench/examples/RTXPRO6000/Qwen3-30B-A3B-Instruct-2507/vllm/timeseries.csv",
+     "320c75df0c57efd4c12c0dae59078c40718e74573974ac3ed286ec3f2e10387f"),
+    ("configs/model/Qwen/Qwen3-30B-A3B-Instruct-2507.json",
+     "0736f3bafb95cc658776c92ab34f5f98d8169634a3a36b84892d71448a1f19d3"),
+    ("configs/model/Qwen/Qwen3-32B.json",
+     "855a9d23f97f8771c84280619ae156c8f73c9cd64a5d53a059125b4aecab12d4"),
+    ("configs/model/meta-llama/Llama-3.1-70B.json",
+     "37653c55ea907be0dc75070afd416fc77e20981c60b7c7e9521ba343678c5349"),
+    ("configs/model/meta-llama/Llama-3.1-8B.json",
+     "54acfad3cffe057640904ca8a1e83525e6551c70c7a04c641f5a9eda0bbf64bd"),
+    ("configs/model/microsoft/Phi-mini-MoE-instruct.json",
+     "9594149f9fed36a5f74cace363b38423b39be5983c7146930c5569807cd2c90c"),
+    ("configs/model/mistralai/Mixtral-8x7B-v0.1.json",
+     "9d56d04b36d0fd12ff54ae4c5bac769cc176e254e64ff71144614b6318b40793"),
+    ("profiler/perf/RTX4090/meta-llama/Llama-3.1-8B/bf16/meta.yaml",
+     "9c99dc484f44f965e7cdb95767706973588b1462a20332ee6430767433732deb"),
+    ("profiler/perf/RTX4090/meta-llama/Llama-3.1-8B/bf16/tp1/attention.csv",
+     "60f0669b5e85467b18d0ca241a826c4376c530b22b74b7b20748a1955cf61949"),
+    ("profiler/perf/RTX4090/meta-llama/Llama-3.1-8B/bf16/tp1/dense.csv",
+     "4f5b0623f1fa27033752cc54807a4089c39205c7132a0bb196520249d9d9140a"),
+    ("profiler/perf/RTX4090/meta-llama/Llama-3.1-8B/bf16/tp1/per_sequence.csv",
+     "acbc8294d6749cb3ed8eaccb9ab561e62cacf9fbc06e6901c89646d750d94647"),
+    ("profiler/perf/RTX4090/meta-llama/Llama-3.1-8B/bf16/tp1/skew.csv",
+     "d7ee78f69aba661ad3f69ee5ebbc589e68f35690fb15e17d8cd84e5ac6fd29a0"),
+    ("profiler/perf/RTX4090/meta-llama/Llama-3.1-8B/bf16/tp1/skew_fit.csv",
+     "ac3391e1b764ed61b7e4c479c74bd35b0c949066c0b08ecc5f5fba75a9dc3b87"),
+    ("profiler/perf/RTXPRO6000/Qwen/Qwen3-30B-A3B-Instruct-2507/bf16/meta.yaml",
+     "e755433ea63a19e9d4a4919f04da412807aa520972dc97df3dfb8908b6a70f96"),
+    ("profiler/perf/RTXPRO6000/Qwen/Qwen3-30B-A3B-Instruct-2507/bf16/tp1/attention.csv",
+     "eea3376edc5329da5ceb9220a138895bf94ab063116a22919228f68a2d6015cc"),
+    ("profiler/perf/RTXPRO6000/Qwen/Qwen3-30B-A3B-Instruct-2507/bf16/tp1/dense.csv",
+     "90c13de3060552a314ed4819dcdbf82f843e292332054765abe8a0472d91ca96"),
+    ("profiler/perf/RTXPRO6000/Qwen/Qwen3-30B-A3B-Instruct-2507/bf16/tp1/moe.csv",
+     "aa6e29a17412a62234a6610d7a699f72e5938f09386374b635925c5db29045f6"),
+    ("profiler/perf/RTXPRO6000/Qwen/Qwen3-30B-A3B-Instruct-2507/bf16/tp1/per_sequence.csv",
+     "6221393b77135bdaa41e7abe9993a528b49ceb34f2475423c5236f970c711bcc"),
+    ("profiler/perf/RTXPRO6000/Qwen/Qwen3-30B-A3B-Instruct-2507/bf16/tp1/skew.csv",
+     "30500a2b8ea5b7124938dafe0529d846945a75a539b0b4f01f24c4ff42635fbb"),
+    ("profiler/perf/RTXPRO6000/Qwen/Qwen3-30B-A3B-Instruct-2507/bf16/tp1/skew_fit.csv",
+     "75ae7ef729152df4c1ed6f9ea4ca858949c789ad68f2de43531a9852cb91e950"),
+    ("profiler/perf/RTXPRO6000/Qwen/Qwen3-30B-A3B-Instruct-2507/bf16/tp2/attention.csv",
+     "0b0fb7a5436cb4bffba5e89397cf747064b1566e0053db4584c70d766d243b10"),
+    ("profiler/perf/RTXPRO6000/Qwen/Qwen3-30B-A3B-Instruct-2507/bf16/tp2/dense.csv",
+     "710f04261d67ec53639095cec91751c9a9dc1aa6f5b335c9decaee4802407633"),
+    ("profiler/perf/RTXPRO6000/Qwen/Qwen3-30B-A3B-Instruct-2507/bf16/tp2/per_sequence.csv",
+     "ed094edb86909d5ceaf9c9a0c14c1711508ffb6211f92196a0536dc6c65de097"),
+    ("profiler/perf/RTXPRO6000/Qwen/Qwen3-30B-A3B-Instruct-2507/bf16/tp2/skew.csv",
+     "af6b46855538a46fa743620afdfefc62c62a0ccf7da60b9aea30ba67adac12b1"),
+    ("profiler/perf/RTXPRO6000/Qwen/Qwen3-30B-A3B-Instruct-2507/bf16/tp2/skew_fit.csv",
+     "e82392fe1dd0382cc4953a5e488cc5aa815fac2baab7e956f75623a567af3081"),
+    ("profiler/perf/RTXPRO6000/Qwen/Qwen3-32B/bf16/meta.yaml",
+     "b072508a080674c8991a7777e5c6ec6991d46a2e16bf75ebafd1d5013b74b1eb"),
+    ("profiler/perf/RTXPRO6000/Qwen/Qwen3-32B/bf16/tp1/attention.csv",
+     "7198bb9b565dab1fa56ecb82ed40e7b138917482ec25fd601e84392201fd32ee"),
+    ("profiler/perf/RTXPRO6000/Qwen/Qwen3-32B/bf16/tp1/dense.csv",
+     "96d32cda00c850488fa4e215807c4015b471ccf9d4217d38e8cd8a5e13d338d3"),
+    ("profiler/perf/RTXPRO6000/Qwen/Qwen3-32B/bf16/tp1/per_sequence.csv",
+     "bca39f32ce77d4e3afb0ebb595d38b4813c4f239619dabadc8ca932575974b0e"),
+    ("profiler/perf/RTXPRO6000/Qwen/Qwen3-32B/bf16/tp1/skew.csv",
+     "0307d051862e6a84d4ca3d44dcc8ff4eda172060e8289e2e3af96585ec48a2d8"),
+    ("profiler/perf/RTXPRO6000/Qwen/Qwen3-32B/bf16/tp1/skew_fit.csv",
+     "fbb1e79885211fc46104aca1ddd8871e22bc54cce3fa1de9ec9558b1fc8f303c"),
+    ("profiler/perf/RTXPRO6000/Qwen/Qwen3-32B/bf16/tp2/attention.csv",
+     "2c4d98649967da9c79535421c7e71663daeff80e9049608072d0237befd522a7"),
+    ("profiler/perf/RTXPRO6000/Qwen/Qwen3-32B/bf16/tp2/dense.csv",
+     "4f3cf699af9eace4f570d83a5d36879e6db6bc6486e04feb1fa8c524e32e11a7"),
+    ("profiler/perf/RTXPRO6000/Qwen/Qwen3-32B/bf16/tp2/per_sequence.csv",
+     "99c417c98e382c911d280a07cbb5902f39af886bd264584faa48f37cfb743974"),
+    ("profiler/perf/RTXPRO6000/Qwen/Qwen3-32B/bf16/tp2/skew.csv",
+     "3e48068965831aa6dd3afeb48546081eb04f86e7a3c3d4d754812d02677c5817"),
+    ("profiler/perf/RTXPRO6000/Qwen/Qwen3-32B/bf16/tp2/skew_fit.csv",
+     "b9dff1dec77c7125f11bca319f1bdbdc1f5b8422e9cb2811f528628fd69fb47b"),
+    ("profiler/perf/RTXPRO6000/meta-llama/Llama-3.1-8B/bf16/meta.yaml",
+     "01c964ad3e8ce9604773e7c0b3ae815c22545385d789842a920d8f33b1ce8b98"),
+    ("profiler/perf/RTXPRO6000/meta-llama/Llama-3.1-8B/bf16/tp1/attention.csv",
+     "dd802390245b2c215a491b78c390482fbc6e49afc760182d7ce15fddff369175"),
+    ("profiler/perf/RTXPRO6000/meta-llama/Llama-3.1-8B/bf16/tp1/dense.csv",
+     "6f23be95325a16544319b78c477d71bec8996fdc826ae55140c36f36e17973c4"),
+    ("profiler/perf/RTXPRO6000/meta-llama/Llama-3.1-8B/bf16/tp1/per_sequence.csv",
+     "af9abb35ef5eb7c98e1856fa5fe5090008d8b98f1b6278b6d081577451d9c618"),
+    ("profiler/perf/RTXPRO6000/meta-llama/Llama-3.1-8B/bf16/tp1/skew.csv",
+     "7cf6ec2e063655b6ab4079c928849d0ec9a9559bab0b643c98584196cca471a2"),
+    ("profiler/perf/RTXPRO6000/meta-llama/Llama-3.1-8B/bf16/tp1/skew_fit.csv",
+     "89e8f8ffba2f8968485cd11d0ac9fd50b5b2bf2593bd73e326b81a2e5958c8c3"),
+    ("profiler/perf/RTXPRO6000/meta-llama/Llama-3.1-8B/bf16/tp2/attention.csv",
+     "d6231d664ba021c5b21f157adc815cc8afe7f52b3eb6e4f855a54386b448627d"),
+    ("profiler/perf/RTXPRO6000/meta-llama/Llama-3.1-8B/bf16/tp2/dense.csv",
+     "5f1c12baadd49a4f82cd3a9648724d2fc4fea954eb8d9c2e650afe03e3c3d53b"),
+    ("profiler/perf/RTXPRO6000/meta-llama/Llama-3.1-8B/bf16/tp2/per_sequence.csv",
+     "d1581678297ef0fe2d649608ed33805fb76a4d96c7766972e8b3f3bbee02a2c1"),
+    ("profiler/perf/RTXPRO6000/meta-llama/Llama-3.1-8B/bf16/tp2/skew.csv",
+     "29c90e6c474c1e037906b9e1ecc2e0ce3e566864115707e773b637ac9ac6ebba"),
+    ("profiler/perf/RTXPRO6000/meta-llama/Llama-3.1-8B/bf16/tp2/skew_fit.csv",
+     "7cd42482760299445e3e47024d3c71c8b04e6a9a51a36506dc60002f288685c2"),
+]
+
 _NIST_SHA256 = {
     "Bennett5": "e2be71fffe2a78821361ff3e71eef4549df7015911e3e8e893f3914829872ab4",
     "BoxBOD": "406992ecdd177696e45662e927ad26947d9f3b095e02537d50fc880f982d720a",
@@ -193,6 +333,18 @@ _NIST_SHA256 = {
 _NIST_MODELS_SHA256 = "adc0f27d43781e3da1e906d45175efa1040c3a399cd27d499953652729bdfb90"
 
 
+def _lss_description(upath: str) -> str:
+    """One line describing an LLMServingSim file from its place in the upstream tree."""
+    parts = upath.split("/")
+    if parts[0] == "profiler":
+        hw, model, tail = parts[2], "/".join(parts[3:5]), "/".join(parts[6:])
+        return f"vLLM 0.19 layer-profile bundle, {model} on {hw} (bf16): {tail}"
+    if parts[0] == "configs":
+        return f"HuggingFace architecture config of {'/'.join(parts[2:])[:-5]}"
+    hw, model, tail = parts[2], parts[3], "/".join(parts[4:])
+    return f"real vLLM 0.19 serving run, {model} on {hw} (300 ShareGPT requests): {tail}"
+
+
 def _build_registry() -> dict[str, Dataset]:
     reg: dict[str, Dataset] = {}
     for (repo, commit), lic, cite, files in _GITHUB_FILES:
@@ -205,6 +357,11 @@ def _build_registry() -> dict[str, Dataset]:
             f"nist/{prob}", f"nist-strd/{prob}.dat", _NIST_URL.format(prob), sha,
             "public-domain", "nist_strd_nls", f"NIST StRD non-linear regression problem {prob}",
             alt_urls=(_raw(*_LMFIT, f"NIST_STRD/{prob}.dat"),))
+    repo, commit = LLMSERVINGSIM
+    for upath, sha in _LLMSERVINGSIM_FILES:
+        name = f"llmservingsim/{upath}"
+        reg[name] = Dataset(name, name, _raw(repo, commit, upath), sha, "MIT",
+                            "cho2024llmservingsim", _lss_description(upath))
     reg["nist/Models"] = Dataset(
         "nist/Models", "nist-strd/Models", _raw(*_LMFIT, "NIST_STRD/Models"),
         _NIST_MODELS_SHA256, "public-domain", "nist_strd_nls",
