@@ -38,6 +38,15 @@ llm-inference-bench/*  LLM-Inference-Bench plots data (BSD-3-Clause), Chitty-Ven
 vidur/*                Vidur per-operator profile, CodeLlama-34B TP2 A100 (MIT), Agrawal et al. 2024
 distserve/*            DistServe fitted latency coefficients (Apache-2.0), Zhong et al. 2024
 nist/*                 NIST StRD non-linear regression (public domain)
+llmservingsim/*        LLMServingSim 2.x vLLM GPU layer-profile bundles, model configs and
+                       serving runs (MIT), Cho et al. 2024; loaders in
+                       :mod:`perfmodel.data.datasets.llmservingsim`
+
+Modules
+-------
+``registry`` (the entries), ``fetch`` (mirror -> cache -> download), and one
+module of loaders per source: ``splitwise``, ``sarathi``,
+``llm_inference_bench``, ``vidur``, ``distserve``, ``llmservingsim``.
 """
 from __future__ import annotations
 
@@ -47,6 +56,13 @@ from perfmodel.data.datasets.fetch import data_home, fetch
 from perfmodel.data.datasets.llm_inference_bench import (
     load_llm_inference_bench,
     load_llm_inference_bench_ttft,
+)
+from perfmodel.data.datasets.llmservingsim import (
+    ModelConfig,
+    ProfileBundle,
+    load_model_config,
+    load_profile_bundle,
+    serving_run_dir,
 )
 from perfmodel.data.datasets.registry import (
     CITATIONS,
@@ -77,6 +93,8 @@ __all__ = [
     "SPLITWISE_EXCLUSIONS",
     "VIDUR_NUM_LAYERS",
     "Dataset",
+    "ModelConfig",
+    "ProfileBundle",
     "VidurProfile",
     "data_home",
     "distserve_coefficients",
@@ -86,10 +104,13 @@ __all__ = [
     "load_distserve",
     "load_llm_inference_bench",
     "load_llm_inference_bench_ttft",
+    "load_model_config",
+    "load_profile_bundle",
     "load_sarathi",
     "load_splitwise",
     "load_vidur_profile",
     "sarathi_steps",
+    "serving_run_dir",
     "sha256_file",
     "splitwise_steps",
     "vidur_mixes",
