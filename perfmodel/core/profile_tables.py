@@ -61,8 +61,9 @@ def bracket(x: np.ndarray, axis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     (``w > 1`` on the last interval).  ``axis`` is sorted, with >= 2 values.
     """
     x = np.maximum(np.asarray(x, float), axis[0])
-    i = np.clip(np.searchsorted(axis, x, side="right") - 1, 0, axis.size - 2)
-    w = (x - axis[i]) / (axis[i + 1] - axis[i])
+    i = np.minimum(np.searchsorted(axis, x, side="right") - 1, axis.size - 2)
+    lo = axis[i]
+    w = (x - lo) / (axis[i + 1] - lo)
     return i, w
 
 
@@ -156,6 +157,10 @@ class AttentionGrid:
                              "from the measured points")
         self.floor = float(d["time_us"].min())
         self.grid = g
+        self._flat = g.ravel()
+        self._strides = np.array(g.strides) // g.itemsize
+        self._bits = np.array([[(c >> k) & 1 for c in range(16)] for k in range(4)], bool)
+        self._offsets = (self._bits * self._strides[:, None]).sum(axis=0)
 
     def _broadcast_irrelevant(self, g: np.ndarray) -> None:
         """kp does not exist without a prefill chunk, kd not without decodes."""
@@ -180,17 +185,16 @@ class AttentionGrid:
             q[k] = np.where(q[k] > 0, np.maximum(q[k], pos[0]), 0.0)
         q[3] = np.where(q[2] > 0, q[3], 0.0)
         q[1] = np.where(q[0] > 0, q[1], 0.0)
-        br = [bracket(v, a) for v, a in zip(q, self.axes)]
-        out = np.zeros(q[0].shape)
-        for corner in range(16):
-            bits = [(corner >> k) & 1 for k in range(4)]
-            wt = np.ones(q[0].shape)
-            ix = []
-            for (i, w), b in zip(br, bits):
-                wt = wt * (w if b else 1.0 - w)
-                ix.append(i + b)
-            out += wt * self.grid[tuple(ix)]
-        return np.maximum(out, self.floor)
+        shape = q[0].shape
+        base = np.zeros(q[0].size, np.intp)
+        wt = np.ones((q[0].size, 16))
+        for k, (v, a) in enumerate(zip(q, self.axes)):
+            i, w = bracket(v.ravel(), a)
+            base += i * self._strides[k]
+            bit = self._bits[k]  # the corners that take the upper point on axis k
+            wt *= np.where(bit, w[:, None], 1.0 - w[:, None])
+        vals = self._flat[base[:, None] + self._offsets]
+        return np.maximum(np.sum(wt * vals, axis=1), self.floor).reshape(shape)
 
 
 class MoeTable:
