@@ -240,3 +240,13 @@ def test_bad_input_names_the_problem():
     with pytest.raises(InputError, match="model"):
         fit_from_profile(_toy_bundle(), TOY_CFG, max_num_seqs=4, max_num_batched_tokens=64,
                          max_context=64, model="no_such_model")
+
+
+@needs_mirror
+def test_a_tp2_bundle_composes_per_rank_times_below_tp1():
+    from perfmodel.data.datasets.llmservingsim import load_model_config
+    cfg = load_model_config("Qwen/Qwen3-30B-A3B-Instruct-2507")
+    steps = ([[1] * 64, [2048]], [[2000] * 64, [0]])
+    t1 = StepComposer(_bundle(model=cfg.name, tp=1), cfg, tp=1).step_ms(*steps)
+    t2 = StepComposer(_bundle(model=cfg.name, tp=2), cfg, tp=2).step_ms(*steps)
+    assert np.all(t2 < t1)  # halved per-rank shapes; no all-reduce is in either timing
