@@ -227,9 +227,9 @@ def test_step_rows_equal_the_feature_kernel():
 
 def test_step_summary_without_the_step_log():
     rng = np.random.default_rng(2)
-    kw = dict(prompt_tokens=rng.integers(1, 300, 50), output_tokens=rng.integers(1, 50, 50),
-              arrival_times=np.cumsum(rng.exponential(0.01, 50)),
-              engine=EngineConfig(max_num_seqs=8, max_num_batched_tokens=128, policy="fcfs"))
+    kw = {"prompt_tokens": rng.integers(1, 300, 50), "output_tokens": rng.integers(1, 50, 50),
+              "arrival_times": np.cumsum(rng.exponential(0.01, 50)),
+              "engine": EngineConfig(max_num_seqs=8, max_num_batched_tokens=128, policy="fcfs")}
     full = simulate_open_loop(Linear(), **kw).to_dict()
     light = simulate_open_loop(Linear(), keep_steps=False, **kw)
     assert light.steps.empty
