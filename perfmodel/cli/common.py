@@ -60,11 +60,14 @@ def emit(args, text: str, obj) -> None:
         print(text)
 
 
-def check_output(path, force: bool) -> Path:
+def check_output(path, force: bool, inputs=()) -> Path:
+    """Check ``-o/--output`` before any work: not an existing file without ``--force``,
+    never a device, FIFO, link or folder, never one of the command's ``inputs``."""
     p = Path(path)
+    # a device, FIFO, link, folder or input file: refused whatever --force says
+    check_output_path(p, force=True, inputs=inputs)
     if p.exists() and not force:
         raise PerfmodelError(f"output {p} exists; pass --force to overwrite it")
     if not p.parent.exists():
         raise PerfmodelError(f"output folder {p.parent} does not exist")
-    check_output_path(p, force=True)  # a device, FIFO, link or folder: refused before any work
     return p

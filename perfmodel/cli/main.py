@@ -17,14 +17,14 @@ from pathlib import Path
 import numpy as np
 
 from perfmodel import __version__
-from perfmodel._io import atomic_write_text, json_safe
+from perfmodel._io import Terminated, atomic_write_text, json_safe, terminate_as_interrupt
 from perfmodel.cli import collect as cli_collect
 from perfmodel.cli import compare as cli_compare
 from perfmodel.cli import factors as cli_factors
 from perfmodel.cli import simulate as cli_simulate
 from perfmodel.cli import sla as cli_sla
 from perfmodel.cli.common import Parser, UsageError, add_random_state_argument, check_output, emit
-from perfmodel.errors import PerfmodelError
+from perfmodel.errors import InputError, PerfmodelError
 
 #: the default model and loss; chosen from held-out measurements (README, "Defaults")
 DEFAULT_MODEL = "auto"
@@ -45,7 +45,7 @@ def cmd_fit(args):
     from perfmodel.core.fit import fit_model
     from perfmodel.data.trace import read_trace, trace_sha256
 
-    out = check_output(args.output, args.force)
+    out = check_output(args.output, args.force, inputs=[args.trace])
     df = read_trace(args.trace, drop_invalid=args.drop_invalid)
     model = resolve_model(args.model, df)
     window = tuple(args.outlier_window) if args.outlier_window else None
@@ -68,7 +68,7 @@ def cmd_fit(args):
         summary = res.summary()
         summary["bootstrap"] = res.provenance["bootstrap"]
     atomic_write_text(out, json.dumps(json_safe(summary), indent=2, allow_nan=False) + "\n",
-                      force=args.force)
+                      force=args.force, inputs=[args.trace])
     emit(args, res.fit_report() + f"\n\nwrote {out}", summary)
     return 0
 
@@ -97,15 +97,21 @@ def cmd_report(args):
 def cmd_predict(args):
     from perfmodel.data.trace import read_trace
 
-    out = check_output(args.output, args.force)
+    inputs = [args.fit, args.trace]
+    out = check_output(args.output, args.force, inputs=inputs)
     res = _load_fit(args.fit)
     df = read_trace(args.trace, drop_invalid=args.drop_invalid, require_duration=False)
     pred = res.predict(df)
+    bad = ~np.isfinite(pred) | (pred <= 0)
+    if bad.any():
+        raise InputError(f"the fit in {args.fit} predicts {int(bad.sum())} non-finite or "
+                         f"non-positive step times on {args.trace}: nothing written")
     table = df.copy()
     table["predicted_ms"] = pred
-    atomic_write_text(out, table.to_csv(index=False), force=args.force)
     obj = {"output": str(out), "rows": len(table), "model": res.model_name,
            "mean_predicted_ms": float(np.mean(pred))}
+    json.dumps(json_safe(obj), allow_nan=False)  # everything checked before the write
+    atomic_write_text(out, table.to_csv(index=False), force=args.force, inputs=inputs)
     emit(args, f"wrote {len(table)} rows with predicted_ms to {out}", obj)
     return 0
 
@@ -221,7 +227,8 @@ def main(argv=None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
-        return int(args.func(args) or 0)
+        with terminate_as_interrupt():
+            return int(args.func(args) or 0)
     except UsageError as e:
         print(f"perfmodel: error: {e}", file=sys.stderr)
         return 2
@@ -230,8 +237,15 @@ def main(argv=None) -> int:
         print(f"perfmodel: error: {msg}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("perfmodel: interrupted", file=sys.stderr)
+        print("perfmodel: interrupted (SIGINT); an output being written was discarded "
+              "(its temporary file removed)",
+              file=sys.stderr)
         return 130
+    except Terminated:
+        print("perfmodel: terminated (SIGTERM); an output being written was discarded "
+              "(its temporary file removed)",
+              file=sys.stderr)
+        return 143
     except Exception as e:
         if os.environ.get("PERFMODEL_DEBUG"):
             raise
