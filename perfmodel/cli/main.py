@@ -46,12 +46,14 @@ def cmd_fit(args):
     from perfmodel.data.trace import read_trace, trace_sha256
 
     out = check_output(args.output, args.force, inputs=[args.trace])
-    df = read_trace(args.trace, drop_invalid=args.drop_invalid)
+    df = read_trace(args.trace, drop_invalid=args.drop_invalid,
+                    allow_degenerate=args.allow_degenerate)
     model = resolve_model(args.model, df)
     window = tuple(args.outlier_window) if args.outlier_window else None
     relative = "absolute" if args.absolute else args.relative
     res = fit_model(df, model, loss=args.loss, relative=relative, n_starts=args.starts,
-                    seed=args.seed, outlier_window=window, scale=not args.no_scale)
+                    seed=args.seed, outlier_window=window, scale=not args.no_scale,
+                    allow_degenerate=args.allow_degenerate)
     res.provenance["trace"] = str(args.trace)
     res.provenance["trace_sha256"] = trace_sha256(args.trace)
     if df.attrs.get("alias_map"):
@@ -178,6 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--outlier-window", type=float, nargs=2, metavar=("LOW_MS", "HIGH_MS"),
                    help="drop steps outside [LOW, HIGH] ms (off by default; e.g. 1 300)")
     f.add_argument("--drop-invalid", action="store_true", help="drop invalid rows and report them")
+    f.add_argument("--allow-degenerate", action="store_true",
+                   help="fit a degenerate trace (every row identical, durations below 1 "
+                        "microsecond, a single (B, S)) instead of refusing it")
     f.add_argument("--bootstrap", type=int, default=0, metavar="N", help="add N bootstrap intervals")
     f.add_argument("--scheme", default="pairs", choices=["pairs", "residual", "wild", "block"])
     f.add_argument("--ci-method", default="percentile", choices=["percentile", "bca"])
