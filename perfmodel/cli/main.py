@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -227,13 +228,27 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _run_command(args) -> int:
+    """Run the sub-command; its warnings are shown only if it succeeds.
+
+    A bad value often makes numpy warn (``invalid value encountered``) on its
+    way to the one-line error; those warnings are noise before the error, so
+    they are held back and shown after a successful run only.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        rc = int(args.func(args) or 0)
+    for w in caught:
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return rc
+
+
 def main(argv=None) -> int:
     """Entry point of the ``perfmodel`` console script."""
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
         with terminate_as_interrupt():
-            return int(args.func(args) or 0)
+            return _run_command(args)
     except UsageError as e:
         print(f"perfmodel: error: {e}", file=sys.stderr)
         return 2
