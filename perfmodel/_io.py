@@ -184,7 +184,11 @@ def atomic_open(path, mode: str = "w", *, force: bool = False, make_parents: boo
         perms = stat.S_IMODE(os.stat(p).st_mode)
     except FileNotFoundError:
         perms = 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=suffix)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=suffix)
+    except OSError as e:
+        raise InputError(f"cannot write {str(p)!r}: cannot create a file in its folder "
+                         f"({e.strerror or e})") from None
     try:
         kw = {} if mode == "wb" else {"encoding": encoding, "newline": newline}
         with os.fdopen(fd, mode, **kw) as fh:
