@@ -3,8 +3,12 @@
 Every sub-command checks its input first.  On bad input it prints ONE line,
 ``perfmodel: error: <what is wrong>``, to standard error and exits with
 status 2 -- never a traceback.  It never overwrites an existing output file
-unless ``--force`` is given, and writes outputs atomically (temporary file
-plus rename), so a failed run leaves no truncated file behind.
+unless ``--force`` is given, never one of its own inputs or anything that is
+not a regular file (even with ``--force``), and writes outputs atomically
+(temporary file plus link or rename, :mod:`perfmodel._io`), so a failed,
+interrupted (Ctrl-C, exit 130) or terminated (SIGTERM, exit 143) run leaves
+no truncated file behind.  Warnings raised on the way to an error are not
+shown; those of a successful run are shown after it.
 """
 from __future__ import annotations
 
@@ -257,14 +261,12 @@ def main(argv=None) -> int:
         print(f"perfmodel: error: {msg}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("perfmodel: interrupted (SIGINT); an output being written was discarded "
-              "(its temporary file removed)",
-              file=sys.stderr)
+        print("perfmodel: interrupted (SIGINT); nothing half-written is left (a temporary "
+              "output file, if any, was removed)", file=sys.stderr)
         return 130
     except Terminated:
-        print("perfmodel: terminated (SIGTERM); an output being written was discarded "
-              "(its temporary file removed)",
-              file=sys.stderr)
+        print("perfmodel: terminated (SIGTERM); nothing half-written is left (a temporary "
+              "output file, if any, was removed)", file=sys.stderr)
         return 143
     except Exception as e:
         if os.environ.get("PERFMODEL_DEBUG"):
