@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from perfmodel._checks import check_int_range
 from perfmodel.cli.common import add_random_state_argument, check_output
 from perfmodel.core.scale import DEFAULT as DEFAULT_SCALE
 from perfmodel.core.scale import SCALES
@@ -52,6 +53,8 @@ def compare_command(args) -> tuple[str, dict]:
 
     inputs = [args.trace] if Path(args.trace).exists() else []
     out = check_output(args.output, args.force, inputs=inputs)
+    check_int_range("-k/--folds", args.k, 2)
+    check_int_range("--starts", args.starts, 1)
     if not 0 < args.quantile < 1:
         raise InputError(f"--quantile must be in (0, 1), got {args.quantile}")
     df, label = load_trace_arg(args.trace)

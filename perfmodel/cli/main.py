@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from perfmodel import __version__
+from perfmodel._checks import check_int_range
 from perfmodel._io import Terminated, atomic_write_text, json_safe, terminate_as_interrupt
 from perfmodel.cli import collect as cli_collect
 from perfmodel.cli import compare as cli_compare
@@ -50,6 +51,9 @@ def cmd_fit(args):
     from perfmodel.core.fit import fit_model
     from perfmodel.data.trace import read_trace, trace_sha256
 
+    check_int_range("--starts", args.starts, 1)
+    if args.bootstrap:
+        check_int_range("--bootstrap", args.bootstrap, 2)
     out = check_output(args.output, args.force, inputs=[args.trace])
     df = read_trace(args.trace, drop_invalid=args.drop_invalid,
                     allow_degenerate=args.allow_degenerate)
