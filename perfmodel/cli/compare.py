@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from perfmodel.cli.common import add_random_state_argument
+from perfmodel._checks import check_int_range
+from perfmodel.cli.common import add_random_state_argument, check_output
 from perfmodel.core.scale import DEFAULT as DEFAULT_SCALE
 from perfmodel.core.scale import SCALES
 from perfmodel.errors import InputError
@@ -50,18 +51,17 @@ def compare_command(args) -> tuple[str, dict]:
     """Run ``perfmodel compare``: write the table (CSV) and return (text, json dict)."""
     from perfmodel._io import atomic_write_text
 
-    out = Path(args.output)
-    if out.exists() and not args.force:
-        raise InputError(f"output {out} exists; pass --force to overwrite it")
-    if not out.parent.exists():
-        raise InputError(f"output folder {out.parent} does not exist")
+    inputs = [args.trace] if Path(args.trace).exists() else []
+    out = check_output(args.output, args.force, inputs=inputs)
+    check_int_range("-k/--folds", args.k, 2)
+    check_int_range("--starts", args.starts, 1)
     if not 0 < args.quantile < 1:
         raise InputError(f"--quantile must be in (0, 1), got {args.quantile}")
     df, label = load_trace_arg(args.trace)
     table = compare(df, models=args.models, baselines=args.baselines, cv=args.cv, k=args.k,
                     seed=args.seed, relative=args.relative, n_starts=args.starts,
                     quantile=args.quantile)
-    atomic_write_text(out, table.to_csv(index=False), force=args.force)
+    atomic_write_text(out, table.to_csv(index=False), force=args.force, inputs=inputs)
     nf = table.attrs["noise_floor"]
     floor = nf.get("oracle_mape")
     if nf["kind"] == "none" or floor is None:

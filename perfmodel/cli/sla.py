@@ -63,10 +63,16 @@ def _load_samples(path):
 
     p = Path(path)
     if not p.exists():
-        raise InputError(f"bootstrap samples file {p} does not exist")
-    if p.suffix == ".npy":
-        return np.load(p)
-    return pd.read_csv(p).to_numpy(float)
+        raise InputError(f"--bootstrap-samples file {p} does not exist")
+    try:
+        if p.suffix == ".npy":
+            return np.load(p)
+        return pd.read_csv(p).to_numpy(float)
+    except (ValueError, UnicodeDecodeError, OSError, pd.errors.ParserError) as e:
+        detail = str(e).splitlines()[0] if str(e) else type(e).__name__
+        what = ".npy array" if p.suffix == ".npy" else "numeric CSV (UTF-8, n x p)"
+        raise InputError(f"--bootstrap-samples file {str(p)!r} cannot be read as a {what}: "
+                         f"{detail}") from None
 
 
 def sla_command(args) -> tuple[str, dict]:

@@ -171,6 +171,19 @@ def _make(name: str, kind: str, relative: str, loss: str, n_starts: int, seed: i
     return get_baseline(name, **kw)
 
 
+def _min_train(name: str, kind: str) -> int:
+    """Fewest training steps a candidate is fitted on: one more than its parameters (2 for a forest)."""
+    if kind == "model":
+        from perfmodel.core.model import get_model
+
+        m = get_model(name)
+        return get_model(m.fitted_as or m.name).n_params + 1
+    from perfmodel.stats.baselines import get_baseline
+
+    k = get_baseline(name).n_params
+    return 2 if k is None else int(k) + 1
+
+
 def _scale_resid(y, yhat, relative):
     """Residuals on the comparison's fit scale; None where the scale cannot take ``yhat``."""
     scale = get_scale(relative)
@@ -269,6 +282,13 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
     if isinstance(n_starts, bool) or not isinstance(n_starts, (int, np.integer)) or n_starts < 1:
         raise InputError(f"n_starts must be an integer >= 1, got {n_starts!r}")
     df = validate_trace(df).reset_index(drop=True)
+    need = {(n, kd): _min_train(n, kd) for kd, ns in (("model", models), ("baseline", baselines))
+            for n in ns}
+    (small, _), fewest = min(need.items(), key=lambda kv: kv[1])
+    if len(df) <= fewest:
+        raise InputError(f"the trace has {len(df)} steps, too few to compare: the smallest "
+                         f"candidate ({small}) needs {fewest} training steps and the test "
+                         "folds more")
     splits = _splits(df, cv, int(k), seed, quantile, time_ordered)
     nf = noise_floor(df) if floor is None else floor
     ctx = has_context(df)
@@ -288,8 +308,11 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
                 rows.append(row)
                 continue
             pred = np.full(len(df), np.nan)
-            fold_mape, errs = [], []
+            fold_mape, errs, unfit = [], [], 0
             for tr, te in splits:
+                if len(tr) < need[(name, kind)]:
+                    unfit += 1  # more parameters than training steps: not fitted
+                    continue
                 try:
                     cand = _make(name, kind, relative, loss, n_starts, seed).fit(df.iloc[tr])
                     p = np.asarray(cand.predict(df.iloc[te]), float)
@@ -303,6 +326,9 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
             done = test_rows[np.isfinite(pred[test_rows])]
             if errs:
                 row["status"] = f"failed on {len(errs)} of {len(splits)} folds: {errs[0]}"
+            if unfit:
+                row["status"] = (f"not fitted on {unfit} of {len(splits)} folds: needs "
+                                 f"{need[(name, kind)]} training steps")
             if done.size:
                 row.update(_score(y[done], pred[done], labels[done]))
                 row["n_test"] = int(done.size)

@@ -263,7 +263,7 @@ def test_random_state_and_deprecated_seed_set_the_same_seed(tmp_path, capsys):
 
 def test_random_state_must_be_an_integer(tmp_path, capsys):
     rc, _, err = run(["fit", EXAMPLE, "-o", tmp_path / "f.json", "--random-state", "x"], capsys)
-    assert rc == 2 and "--random-state: invalid int value" in err
+    assert rc == 2 and "--random-state: must be an integer >= 0" in err
     assert len(err.strip().splitlines()) == 1
 
 
