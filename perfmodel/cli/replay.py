@@ -15,7 +15,6 @@ The prediction never reads the measured timings.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import fields
 from pathlib import Path
@@ -133,7 +132,9 @@ def _engine_settings(args, run: dict, work: pd.DataFrame) -> tuple[dict, dict]:
             kw["num_gpu_blocks"] = int(run["num_gpu_blocks"])
             kv["num_gpu_blocks_source"] = "logged by vLLM in vllm/meta.json"
         elif args.model_config and (args.gpu_memory_gib or run.get("gpu_memory_bytes")):
-            cfg = _read_json(args.model_config)
+            from perfmodel.data.datasets.llmservingsim import load_model_config
+
+            cfg = load_model_config(args.model_config)
             mem = (args.gpu_memory_gib * 2**30 if args.gpu_memory_gib
                    else run["gpu_memory_bytes"])
             util = args.gpu_memory_utilization or run.get("gpu_memory_utilization") or 0.9
@@ -150,16 +151,6 @@ def _engine_settings(args, run: dict, work: pd.DataFrame) -> tuple[dict, dict]:
         else:
             kv["num_gpu_blocks_source"] = "none: no KV-cache limit (no preemption)"
     return kw, kv
-
-
-def _read_json(path):
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"model config {str(path)!r} does not exist")
-    try:
-        return json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise InputError(f"model config {p.name}: not readable JSON ({e})") from None
 
 
 def _errors(pred: dict, meas: dict) -> dict:

@@ -34,8 +34,24 @@ def test_num_gpu_blocks_formula_by_hand():
 def test_bad_input():
     with pytest.raises(InputError, match="no room"):
         num_gpu_blocks(LLAMA_8B, gpu_memory_bytes=8 * 2**30)
-    with pytest.raises(InputError, match="num_hidden_layers"):
-        kv_block_bytes({"hidden_size": 8})
+    with pytest.raises(InputError, match="missing field 'num_attention_heads'"):
+        kv_block_bytes({"hidden_size": 8, "model_type": "llama"})
+    with pytest.raises(InputError, match="unknown architecture"):
+        weight_bytes({**LLAMA_8B, "model_type": "gpt2"})
+    with pytest.raises(InputError, match="must be a dict"):
+        kv_block_bytes([4096])
+
+
+def test_a_model_config_and_its_dict_give_the_same_numbers():
+    from perfmodel.data.datasets.llmservingsim import model_config_from_dict
+
+    m = model_config_from_dict(LLAMA_8B, "llama-8b")
+    assert weight_bytes(m) == weight_bytes(LLAMA_8B)
+    assert num_gpu_blocks(m, gpu_memory_bytes=80 * 2**30) == num_gpu_blocks(
+        LLAMA_8B, gpu_memory_bytes=80 * 2**30)
+    # a tied LM head holds one vocab x hidden matrix fewer
+    tied = weight_bytes({**LLAMA_8B, "tie_word_embeddings": True})
+    assert weight_bytes(LLAMA_8B) - tied == 2 * 128256 * 4096
     with pytest.raises(InputError, match="gpu_memory_utilization"):
         num_gpu_blocks(LLAMA_8B, gpu_memory_bytes=80 * 2**30, gpu_memory_utilization=1.5)
 

@@ -55,6 +55,7 @@ __all__ = [
     "list_serving_runs",
     "load_model_config",
     "load_profile_bundle",
+    "model_config_from_dict",
     "serving_run_dir",
 ]
 
@@ -120,7 +121,9 @@ class ModelConfig:
 
     ``head_dim`` falls back to ``hidden // heads`` only when the config has no
     ``head_dim`` (Qwen3 states it explicitly and the fallback would be wrong);
-    ``experts`` reads ``num_experts`` or ``num_local_experts`` (0: dense).
+    ``experts`` reads ``num_experts`` or ``num_local_experts`` (0: dense);
+    ``tie_word_embeddings`` says whether the LM head shares the embedding's
+    weights (KV-cache sizing, :mod:`perfmodel.decisions.simulate.kvcache`).
     """
 
     name: str
@@ -137,6 +140,7 @@ class ModelConfig:
     moe_intermediate: int = 0
     max_position: int = 0
     dtype: str = "bfloat16"
+    tie_word_embeddings: bool = False
 
     @property
     def is_moe(self) -> bool:
@@ -347,7 +351,25 @@ def _parse_config(cfg: dict, name: str, where: str) -> ModelConfig:
         experts_per_token=g("num_experts_per_tok", default=0) if experts else 0,
         moe_intermediate=g("moe_intermediate_size", default=0) if experts else 0,
         max_position=g("max_position_embeddings", default=0),
-        dtype=str(cfg.get("torch_dtype", "bfloat16")))
+        dtype=str(cfg.get("torch_dtype", "bfloat16")),
+        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)))
+
+
+def model_config_from_dict(cfg, name: str = "model") -> ModelConfig:
+    """A :class:`ModelConfig` from an already-parsed HuggingFace ``config.json`` dict.
+
+    Raises
+    ------
+    InputError
+        Not a mapping, a missing field, or an unknown architecture (as
+        :func:`load_model_config`).
+    """
+    if isinstance(cfg, ModelConfig):
+        return cfg
+    if not isinstance(cfg, dict):
+        raise InputError(f"model config must be a dict (a parsed config.json) or a ModelConfig, "
+                         f"got {type(cfg).__name__}")
+    return _parse_config(cfg, str(name), str(name))
 
 
 def load_model_config(model) -> ModelConfig:

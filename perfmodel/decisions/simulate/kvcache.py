@@ -36,10 +36,8 @@ logged, so vLLM kept about 1.15 GiB there (``tests/decisions/test_kvcache.py``).
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from perfmodel._checks import check_int_range, check_positive, check_probability
+from perfmodel.data.datasets.llmservingsim import ModelConfig, model_config_from_dict
 from perfmodel.errors import InputError
 
 __all__ = ["DTYPE_BYTES", "kv_block_bytes", "num_gpu_blocks", "weight_bytes"]
@@ -49,63 +47,49 @@ DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4,
                "int8": 1, "auto": 2}
 
 
-def _get(cfg: Mapping, key: str, default=None) -> Any:
-    v = cfg.get(key, default)
-    if v is None:
-        raise InputError(f"model config: missing {key!r} (an architecture config.json: "
-                         "num_hidden_layers, hidden_size, num_attention_heads, ...)")
-    return v
+def _config(cfg) -> ModelConfig:
+    """The architecture as a :class:`ModelConfig` (the one parser of config.json files)."""
+    return model_config_from_dict(cfg, "model config")
 
 
-def _head_dim(cfg: Mapping) -> int:
-    hd = cfg.get("head_dim")
-    return int(hd) if hd else int(_get(cfg, "hidden_size")) // int(_get(cfg, "num_attention_heads"))
+def kv_block_bytes(cfg, *, tp: int = 1, dtype_bytes: int = 2, block_size: int = 16) -> int:
+    """Bytes of one KV block on one GPU (see the module docstring).
 
-
-def kv_block_bytes(cfg: Mapping, *, tp: int = 1, dtype_bytes: int = 2,
-                   block_size: int = 16) -> int:
-    """Bytes of one KV block on one GPU (see the module docstring)."""
-    if not isinstance(cfg, Mapping):
-        raise InputError(f"model config must be a mapping, got {type(cfg).__name__}")
+    ``cfg`` is a :class:`~perfmodel.data.datasets.llmservingsim.ModelConfig` or
+    a parsed HuggingFace ``config.json`` dict.
+    """
+    m = _config(cfg)
     tp = check_int_range("tp", tp, 1)
-    layers = int(_get(cfg, "num_hidden_layers"))
-    kv_heads = int(cfg.get("num_key_value_heads") or _get(cfg, "num_attention_heads"))
-    return 2 * layers * max(1, kv_heads // tp) * _head_dim(cfg) * dtype_bytes * block_size
+    return 2 * m.layers * max(1, m.kv_heads // tp) * m.head_dim * dtype_bytes * block_size
 
 
-def weight_bytes(cfg: Mapping, *, tp: int = 1, ep: int = 1, dtype_bytes: int = 2) -> int:
+def weight_bytes(cfg, *, tp: int = 1, ep: int = 1, dtype_bytes: int = 2) -> int:
     """Bytes of the weights one GPU holds (see the module docstring)."""
+    m = _config(cfg)
     tp = check_int_range("tp", tp, 1)
     ep = check_int_range("ep", ep, 1)
-    h = int(_get(cfg, "hidden_size"))
-    layers = int(_get(cfg, "num_hidden_layers"))
-    heads = int(_get(cfg, "num_attention_heads"))
-    kv_heads = int(cfg.get("num_key_value_heads") or heads)
-    hd = _head_dim(cfg)
-    vocab = int(_get(cfg, "vocab_size"))
-    attn = h * heads * hd * 2 + h * kv_heads * hd * 2
-    norms = 2 * h + (2 * hd if cfg.get("model_type", "").startswith("qwen3") else 0)
-    experts = int(cfg.get("num_experts") or cfg.get("num_local_experts") or 0)
-    if experts:
-        inter = int(cfg.get("moe_intermediate_size") or _get(cfg, "intermediate_size"))
-        expert_params = experts * 3 * h * inter
-        dense_mlp = h * experts                       # the router
+    h, hd = m.hidden, m.head_dim
+    attn = h * m.heads * hd * 2 + h * m.kv_heads * hd * 2
+    norms = 2 * h + (2 * hd if m.model_type.startswith("qwen3") else 0)
+    if m.is_moe:
+        expert_params = m.experts * 3 * h * (m.moe_intermediate or m.intermediate)
+        dense_mlp = h * m.experts                     # the router
     else:
         expert_params = 0
-        dense_mlp = 3 * h * int(_get(cfg, "intermediate_size"))
-    embed = vocab * h * (1 if cfg.get("tie_word_embeddings") else 2)
-    dense = (embed + layers * (attn + dense_mlp)) / tp + layers * norms + h
-    return round((dense + layers * expert_params / ep) * dtype_bytes)
+        dense_mlp = 3 * h * m.intermediate
+    embed = m.vocab * h * (1 if m.tie_word_embeddings else 2)
+    dense = (embed + m.layers * (attn + dense_mlp)) / tp + m.layers * norms + h
+    return round((dense + m.layers * expert_params / ep) * dtype_bytes)
 
 
-def num_gpu_blocks(cfg: Mapping, *, gpu_memory_bytes: float, gpu_memory_utilization: float = 0.9,
+def num_gpu_blocks(cfg, *, gpu_memory_bytes: float, gpu_memory_utilization: float = 0.9,
                    tp: int = 1, ep: int = 1, dtype_bytes: int = 2, block_size: int = 16,
                    activation_reserve_bytes: float = 0.0) -> int:
     """KV-cache blocks of one GPU replica (module docstring for the formula).
 
     Parameters
     ----------
-    cfg : mapping, the model's architecture config (Hugging Face ``config.json``)
+    cfg : ModelConfig, or the model's parsed architecture config (``config.json`` dict)
     gpu_memory_bytes : float > 0, the GPU's memory
     gpu_memory_utilization : float in (0, 1], vLLM's ``--gpu-memory-utilization``
     tp, ep : tensor- and expert-parallel degrees
