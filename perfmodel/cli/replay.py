@@ -22,12 +22,12 @@ from pathlib import Path
 import pandas as pd
 
 from perfmodel._io import atomic_write_text
+from perfmodel.decisions.replay import fit_for_run, run_engine_settings, run_parallelism
 from perfmodel.decisions.simulate import (
     POLICIES,
     ROUTINGS,
     EngineConfig,
     latency_stats,
-    num_gpu_blocks,
     simulate_open_loop,
 )
 from perfmodel.errors import InputError
@@ -35,9 +35,6 @@ from perfmodel.errors import InputError
 __all__ = ["add_replay_arguments", "replay_command"]
 
 _METRICS = ("ttft_ms", "tpot_ms", "latency_ms")
-#: EngineConfig fields the run folder may set (vLLM's names in meta.json)
-_FROM_RUN = ("max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold",
-             "enable_chunked_prefill", "block_size", "data_parallel_size")
 _CHOICES = {"policy": POLICIES, "routing": ROUTINGS}
 
 
@@ -89,20 +86,8 @@ def _model(args, settings: dict, work: pd.DataFrame, engine: dict):
         return fit, {"source": "fit", "path": str(p), "model": fit.model_name}
     if not args.model_config:
         raise InputError("--profile needs --model-config MODEL.json")
-    try:
-        from perfmodel.core.compose import fit_from_profile
-    except ImportError:
-        raise InputError("composing a step model from a profile bundle is not available in "
-                         "this version (perfmodel.core.compose); use --fit FIT.json") from None
-    max_context = int((work["prompt_tokens"] + work["output_tokens"]).max())
-    defaults = EngineConfig()
-    extra = {"ep": settings["ep"]} if settings["ep"] > 1 else {}
-    fit, info = fit_from_profile(
-        args.profile, args.model_config, tp=settings["tp"],
-        max_num_seqs=engine.get("max_num_seqs", defaults.max_num_seqs),
-        max_num_batched_tokens=engine.get("max_num_batched_tokens",
-                                          defaults.max_num_batched_tokens),
-        max_context=max_context, **extra)
+    fit, info = fit_for_run(args.profile, args.model_config, work, engine, tp=settings["tp"],
+                            ep=settings["ep"])
     return fit, {"source": "profile", "path": str(args.profile), "model": fit.model_name,
                  **(info or {})}
 
@@ -118,39 +103,13 @@ def _read_source(src: str):
 
 def _engine_settings(args, run: dict, work: pd.DataFrame) -> tuple[dict, dict]:
     """EngineConfig keywords (options > run folder > replay defaults) and KV notes."""
-    kw: dict = {"policy": "fcfs"}
-    for k in _FROM_RUN:
-        if run.get(k) is not None:
-            kw[k] = run[k]
-    for f in fields(EngineConfig):
-        v = getattr(args, f.name, None)
-        if v is not None:
-            kw[f.name] = v
-    kv = {"num_gpu_blocks_source": "option" if args.num_gpu_blocks is not None else None}
-    if args.num_gpu_blocks is None:
-        if run.get("num_gpu_blocks"):
-            kw["num_gpu_blocks"] = int(run["num_gpu_blocks"])
-            kv["num_gpu_blocks_source"] = "logged by vLLM in vllm/meta.json"
-        elif args.model_config and (args.gpu_memory_gib or run.get("gpu_memory_bytes")):
-            from perfmodel.data.datasets.llmservingsim import load_model_config
-
-            cfg = load_model_config(args.model_config)
-            mem = (args.gpu_memory_gib * 2**30 if args.gpu_memory_gib
-                   else run["gpu_memory_bytes"])
-            util = args.gpu_memory_utilization or run.get("gpu_memory_utilization") or 0.9
-            tp = args.tp or run.get("tensor_parallel_size") or 1
-            ep = (tp * int(kw.get("data_parallel_size", 1))
-                  if run.get("enable_expert_parallel") else 1)
-            kw["num_gpu_blocks"] = num_gpu_blocks(
-                cfg, gpu_memory_bytes=mem, gpu_memory_utilization=util, tp=tp, ep=ep,
-                block_size=int(kw.get("block_size", 16)),
-                activation_reserve_bytes=args.activation_reserve_gib * 2**30)
-            kv.update(num_gpu_blocks_source="formula (docs/replay.md, Simulator)",
-                      gpu_memory_bytes=mem, gpu_memory_utilization=util, expert_parallel=ep,
-                      activation_reserve_gib=args.activation_reserve_gib)
-        else:
-            kv["num_gpu_blocks_source"] = "none: no KV-cache limit (no preemption)"
-    return kw, kv
+    overrides = {f.name: getattr(args, f.name) for f in fields(EngineConfig)
+                 if getattr(args, f.name, None) is not None}
+    return run_engine_settings(
+        run, args.model_config, overrides=overrides,
+        gpu_memory_bytes=args.gpu_memory_gib * 2**30 if args.gpu_memory_gib else None,
+        gpu_memory_utilization=args.gpu_memory_utilization, tp=args.tp,
+        activation_reserve_bytes=args.activation_reserve_gib * 2**30)
 
 
 def _errors(pred: dict, meas: dict) -> dict:
@@ -167,9 +126,7 @@ def replay_command(args) -> tuple[str, dict]:
 
     out_path = check_output(args.output, args.force) if args.output else None
     run, work = _read_source(args.source)
-    tp = args.tp or run.get("tensor_parallel_size") or 1
-    # expert parallelism spans the data-parallel ranks (vLLM's enable_expert_parallel)
-    ep = tp * int(run.get("data_parallel_size") or 1) if run.get("enable_expert_parallel") else 1
+    tp, ep = run_parallelism(run, args.tp)
     settings = {"tp": tp, "ep": ep}
     kw, kv = _engine_settings(args, run, work)
     t0 = time.perf_counter()
