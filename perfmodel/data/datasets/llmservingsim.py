@@ -54,6 +54,8 @@ __all__ = [
     "list_profile_bundles",
     "list_serving_runs",
     "load_model_config",
+    "load_peer_prediction",
+    "load_peer_summary",
     "load_profile_bundle",
     "model_config_from_dict",
     "serving_run_dir",
@@ -433,3 +435,62 @@ def serving_run_dir(hardware: str, model: str) -> Path:
                          f"{[f'{h}/{m}' for h, m in runs.itertuples(index=False)]}")
     paths = [fetch(f"{_RUNS}{hw}/{name}/{f}") for f in RUN_FILES]
     return paths[RUN_FILES.index("config.json")].parent
+
+
+def load_peer_prediction(run_dir) -> pd.DataFrame:
+    """LLMServingSim's own per-request prediction of a run (``outputs/sim.csv``), in ms.
+
+    Problem: comparing against the peer simulator needs its statistics
+    computed with the run files' definitions, not copied from its summary.
+    ``sim.csv`` gives nanosecond times per request (``arrival``, ``TTFT``,
+    ``latency``, ``end_time``); this returns ``request_id, instance,
+    prompt_tokens, output_tokens, ttft_ms, tpot_ms, latency_ms`` with
+    TTFT = first token - arrival, latency = last token - arrival and
+    TPOT = (latency - TTFT) / (output_tokens - 1) (NaN for one-token outputs).
+
+    Verified against: the peer's ``validation/summary.txt`` (mean and
+    percentiles agree to its printed 0.1 ms; ``tests/data/test_datasets_llmservingsim.py``).
+    """
+    p = Path(_check_str("run_dir", run_dir)) / "outputs" / "sim.csv"
+    if not p.is_file():
+        raise InputError(f"run folder {Path(run_dir).name!r}: missing outputs/sim.csv")
+    try:
+        d = pd.read_csv(p)
+    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise InputError(f"{p}: cannot be read as CSV ({e})") from None
+    need = ["instance id", "request id", "input", "output", "TTFT", "latency"]
+    missing = [c for c in need if c not in d.columns]
+    if missing:
+        raise InputError(f"{p}: missing columns {missing}")
+    ttft, lat = d["TTFT"].astype(float) / 1e6, d["latency"].astype(float) / 1e6
+    out = d["output"].astype(int)
+    tpot = ((lat - ttft) / (out - 1)).where(out > 1)
+    return pd.DataFrame({"request_id": d["request id"], "instance": d["instance id"],
+                         "prompt_tokens": d["input"].astype(int), "output_tokens": out,
+                         "ttft_ms": ttft, "tpot_ms": tpot, "latency_ms": lat})
+
+
+def load_peer_summary(run_dir) -> pd.DataFrame:
+    """The peer's printed comparison (``validation/summary.txt``) as a tidy frame.
+
+    Returns ``metric`` (``ttft_ms``/``tpot_ms``/``latency_ms``), ``stat``
+    (``mean``, ``p50``, ``p90``, ``p95``, ``p99``), ``vllm_ms``, ``sim_ms``,
+    ``diff_pct`` as printed (0.1 ms / 0.1 % resolution).
+    """
+    p = Path(_check_str("run_dir", run_dir)) / "validation" / "summary.txt"
+    if not p.is_file():
+        raise InputError(f"run folder {Path(run_dir).name!r}: missing validation/summary.txt")
+    metrics = {"TTFT": "ttft_ms", "TPOT": "tpot_ms", "Latency": "latency_ms"}
+    stats = {"Mean": "mean", "Median": "p50", "P90": "p90", "P95": "p95", "P99": "p99"}
+    rows = []
+    for line in p.read_text().splitlines():
+        f = line.split()
+        if len(f) == 5 and f[0] in metrics and f[1] in stats:
+            try:
+                rows.append((metrics[f[0]], stats[f[1]], float(f[2]), float(f[3]),
+                             float(f[4].rstrip("%"))))
+            except ValueError:
+                raise InputError(f"{p}: unreadable line {line!r}") from None
+    if not rows:
+        raise InputError(f"{p}: no 'TTFT Mean ...' lines")
+    return pd.DataFrame(rows, columns=["metric", "stat", "vllm_ms", "sim_ms", "diff_pct"])
