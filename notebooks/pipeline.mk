@@ -58,6 +58,8 @@ $(NB_BUILD)/10_gpu_datasets.ipynb: $(wildcard data/gpu/*)
 $(NB_BUILD)/03_residual_diagnostics.ipynb $(NB_BUILD)/06_cross_validation.ipynb \
   $(NB_BUILD)/09_capacity_simulation.ipynb $(NB_BUILD)/11_vllm_cpu_comparison.ipynb: \
   $(wildcard data/vllm-cpu/*/*)
+# 12_gpu_replay reads only the LLMServingSim runs and bundles of the public mirror (each file
+# pinned by sha256 in the dataset registry): no local data dependency
 # full mode tabulates the stored coverage study (scripts/coverage_study.py, ~20 min)
 $(NB_BUILD)/04_uncertainty.ipynb: $(wildcard paper/results/*)
 
