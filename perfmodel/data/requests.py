@@ -246,7 +246,9 @@ def load_run_dir(run_dir) -> tuple[dict[str, Any], pd.DataFrame]:
         ``enable_expert_parallel``, ``dtype``, ``block_size``,
         ``gpu_memory_utilization``, ``gpu_memory_bytes`` (``device_total_memory_bytes``
         when logged, else ``config.json``'s ``mem_size`` read as GiB),
-        ``num_gpu_blocks`` (logged by vLLM, else None), ``vllm_version``.
+        ``num_gpu_blocks`` (logged by vLLM, else None), ``vllm_version``,
+        ``link_bw_gbs`` / ``link_latency_us`` (config.json's ``link_bw`` in GB/s
+        and ``link_latency`` in ns, else None).
         vLLM's defaults fill what ``meta.json`` does not say (``resolved_config``
         takes precedence over ``engine_kwargs``); ``settings['defaulted']``
         lists those keys.
@@ -304,6 +306,10 @@ def _settings(meta: dict, cluster: dict, name: str) -> dict[str, Any]:
         out["gpu_memory_bytes"] = None
     out["num_gpu_blocks"] = kv.get("num_gpu_blocks") or cache.get("num_gpu_blocks")
     out["num_instances"] = len(inst) or int(out["data_parallel_size"])
+    # the cluster's inter-GPU link as config.json states it (LLMServingSim's units: GB/s, ns)
+    bw, lat = cluster.get("link_bw"), cluster.get("link_latency")
+    out["link_bw_gbs"] = float(bw) if isinstance(bw, int | float) and bw > 0 else None
+    out["link_latency_us"] = float(lat) / 1e3 if isinstance(lat, int | float) and lat >= 0 else None
     out["vllm_version"] = meta.get("vllm_version")
     out["defaulted"] = defaulted
     for key in ("max_num_seqs", "max_num_batched_tokens", "tensor_parallel_size",

@@ -25,7 +25,8 @@ import pandas as pd
 from perfmodel.decisions.simulate import EngineConfig, num_gpu_blocks
 from perfmodel.errors import InputError
 
-__all__ = ["FROM_RUN", "fit_for_run", "run_engine_settings", "run_parallelism"]
+__all__ = ["FROM_RUN", "WithAllToAll", "ep_all_to_all_ms", "fit_for_run", "run_engine_settings",
+           "run_parallelism"]
 
 #: EngineConfig fields a run folder sets (vLLM's names in meta.json)
 FROM_RUN: tuple[str, ...] = ("max_num_seqs", "max_num_batched_tokens",
@@ -133,3 +134,61 @@ def fit_for_run(profile, model_config, work: pd.DataFrame, engine_kw: dict, *, t
         max_num_batched_tokens=engine_kw.get("max_num_batched_tokens",
                                              defaults.max_num_batched_tokens),
         max_context=max_context, **extra)
+
+
+def ep_all_to_all_ms(S, config, *, ep: int, link_bw_gbs: float, link_latency_us: float,
+                     dtype_bytes: int = 2):
+    """Expert-parallel dispatch + combine time of one step (ms), which the bundle does not hold.
+
+    The bundle times every layer on one GPU, so an expert-parallel run's
+    all-to-all around each MoE block is missing from composed steps
+    (docs/replay.md, What is not composed).  This prices it as vLLM's
+    all-gather / reduce-scatter exchange between the data-parallel ranks:
+    per MoE layer, twice (dispatch, combine), one link latency plus the
+    hidden states of the other ranks' tokens (equal loading assumed, as in
+    the composer's MoE term) over the link::
+
+        t = layers * 2 * (latency + (ep - 1) * S * hidden * dtype_bytes / bandwidth)
+
+    Zero when ``ep == 1``.  The link figures are the run's ``config.json``
+    (the cluster description LLMServingSim simulates), not a measurement:
+    the term is an estimate of the omitted communication, not a fit.
+
+    Parameters
+    ----------
+    S : array_like, tokens of the step on one rank
+    config : ModelConfig (``layers``, ``hidden``)
+    ep : expert-parallel degree
+    link_bw_gbs, link_latency_us : the inter-GPU link (GB/s, microseconds)
+    """
+    import numpy as np
+
+    from perfmodel._checks import check_int_range, check_positive
+
+    ep = check_int_range("ep", ep, 1)
+    bw = check_positive("link_bw_gbs", link_bw_gbs) * 1e9
+    lat = check_positive("link_latency_us", link_latency_us, allow_zero=True) * 1e-6
+    S = np.asarray(S, dtype=float)
+    if ep == 1:
+        return np.zeros_like(S)
+    per_layer = 2.0 * (lat + (ep - 1) * S * config.hidden * dtype_bytes / bw)
+    return config.layers * per_layer * 1e3
+
+
+class WithAllToAll:
+    """A step model plus :func:`ep_all_to_all_ms` of each step's ``S`` (``.predict(features)``)."""
+
+    def __init__(self, base, config, *, ep: int, link_bw_gbs: float, link_latency_us: float):
+        if not callable(getattr(base, "predict", None)):
+            raise InputError("base must have a .predict(features) method (e.g. a FitResult)")
+        self.base, self.config, self.ep = base, config, ep
+        self.link_bw_gbs, self.link_latency_us = link_bw_gbs, link_latency_us
+        self.model = getattr(base, "model", None)       # the simulator reads model.requires
+        self.model_name = f"{getattr(base, 'model_name', 'model')} + EP all-to-all"
+
+    def predict(self, features):
+        import numpy as np
+
+        return np.asarray(self.base.predict(features), dtype=float) + ep_all_to_all_ms(
+            features["S"], self.config, ep=self.ep, link_bw_gbs=self.link_bw_gbs,
+            link_latency_us=self.link_latency_us)

@@ -15,7 +15,11 @@ rows, same definitions) and the ablations:
 * ``no KV limit``: unlimited KV cache, hence no preemption;
 * ``decode_first``: the previous scheduler (decodes, then partial
   prefills, then admissions; vLLM V0 / Sarathi-Serve);
-* ``seed_id``: the identifiable seed form instead of the model of record.
+* ``seed_id``: the identifiable seed form instead of the model of record;
+* ``+ EP all-to-all``: the expert-parallel exchange the bundle does not time,
+  priced from the run's link description
+  (:func:`perfmodel.decisions.replay.ep_all_to_all_ms`); equal to
+  ``perfmodel`` on runs without expert parallelism.
 
 Every setting comes from the run folder's engine settings and the bundle;
 nothing is tuned per run.
@@ -49,12 +53,14 @@ __all__ = ["METRICS", "VARIANTS", "fit_vs_lookup", "peer_stats", "replay_run",
 METRICS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "latency_ms": "latency"}
 #: statistics tabulated
 STATS = ("mean", "p99")
-#: replay variants: label -> (step model name or None for the model of record, engine overrides)
-VARIANTS: dict[str, tuple[str | None, dict]] = {
-    "perfmodel": (None, {}),
-    "no KV limit": (None, {"num_gpu_blocks": None}),
-    "decode_first": (None, {"policy": "decode_first"}),
-    "seed_id": ("seed_id", {}),
+#: replay variants: label -> (step model name or None for the model of record,
+#: EngineConfig overrides, add the EP all-to-all term)
+VARIANTS: dict[str, tuple[str | None, dict, bool]] = {
+    "perfmodel": (None, {}, False),
+    "no KV limit": (None, {"num_gpu_blocks": None}, False),
+    "decode_first": (None, {"policy": "decode_first"}, False),
+    "seed_id": ("seed_id", {}, False),
+    "+ EP all-to-all": (None, {}, True),
 }
 MEASURED, PEER = "vLLM (measured)", "LLMServingSim"
 
@@ -101,8 +107,8 @@ def replay_run(hardware: str, model: str, variants=None, *, keep_steps: bool = F
     Parameters
     ----------
     hardware, model : a registered serving run (``list_serving_runs``)
-    variants : mapping label -> (step model or None, EngineConfig overrides);
-        None: :data:`VARIANTS`
+    variants : mapping label -> (step model or None, EngineConfig overrides,
+        add the EP all-to-all term); None: :data:`VARIANTS`
 
     Returns
     -------
@@ -114,12 +120,13 @@ def replay_run(hardware: str, model: str, variants=None, *, keep_steps: bool = F
         SimulationResult, steps kept when ``keep_steps``) and the inputs
         (``run``, ``config``, ``bundle``, ``tp``, ``ep``).
     """
-    from perfmodel.decisions.replay import fit_for_run, run_engine_settings
+    from perfmodel.decisions.replay import WithAllToAll, fit_for_run, run_engine_settings
     from perfmodel.decisions.simulate import EngineConfig, latency_stats, simulate_open_loop
 
     variants = VARIANTS if variants is None else variants
     if not isinstance(variants, dict) or not variants:
-        raise InputError("variants must be a non-empty dict label -> (model, overrides)")
+        raise InputError("variants must be a non-empty dict label -> (model, overrides, "
+                         "all_to_all)")
     run_dir, run, work, cfg, bundle, tp, ep = _inputs(hardware, model)
     out = {"stats": {MEASURED: latency_stats(work["ttft_ms"], work["tpot_ms"],
                                              work["latency_ms"]),
@@ -127,13 +134,20 @@ def replay_run(hardware: str, model: str, variants=None, *, keep_steps: bool = F
            "fits": {}, "engine": {}, "kv": {}, "preemptions": {}, "results": {},
            "run": run, "config": cfg, "bundle": bundle, "tp": tp, "ep": ep}
     fits = {}
-    for label, (model_name, overrides) in variants.items():
+    for label, (model_name, overrides, all_to_all) in variants.items():
         kw, kv = run_engine_settings(run, cfg, overrides=overrides)
         if model_name not in fits:
             fits[model_name] = fit_for_run(bundle, cfg, work, kw, tp=tp, ep=ep, model=model_name)
             out["fits"][fits[model_name][1]["model"]] = fits[model_name][1]
+        step_model = fits[model_name][0]
+        if all_to_all and ep > 1:
+            if not run.get("link_bw_gbs") or run.get("link_latency_us") is None:
+                raise InputError(f"{hardware}/{model}: config.json gives no link_bw/link_latency "
+                                 "for the all-to-all term")
+            step_model = WithAllToAll(step_model, cfg, ep=ep, link_bw_gbs=run["link_bw_gbs"],
+                                      link_latency_us=run["link_latency_us"])
         engine = EngineConfig(**kw)
-        sim = simulate_open_loop(fits[model_name][0], prompt_tokens=work["prompt_tokens"].to_numpy(),
+        sim = simulate_open_loop(step_model, prompt_tokens=work["prompt_tokens"].to_numpy(),
                                  output_tokens=work["output_tokens"].to_numpy(),
                                  arrival_times=work["arrival_s"].to_numpy(), engine=engine,
                                  keep_steps=keep_steps)
