@@ -173,7 +173,9 @@ def fit_vs_lookup(sim, bundle, config, *, tp: int = 1, ep: int = 1) -> dict:
         relative change of simulated busy time), ``mape_pct`` and
         ``bias_pct`` (mean signed relative error), each also by step kind
         (``decode`` steps: every chunk one token; ``prefill``: any larger
-        chunk), and ``n_steps``.
+        chunk), ``n_steps`` and, with data-parallel replicas,
+        ``lock_step_time_ratio`` (the same over lock steps, each the slowest
+        replica's time).
     """
     from perfmodel.core.compose import StepComposer
     from perfmodel.data.trace import parse_int_list
@@ -189,6 +191,11 @@ def fit_vs_lookup(sim, bundle, config, *, tp: int = 1, ep: int = 1) -> dict:
     rel = fitted / direct - 1.0
     dec = np.array([bool(np.all(c == 1)) for c in chunks])
     res = {"n_steps": int(direct.size)}
+    if "replica" in steps and steps["replica"].nunique() > 1:
+        # data-parallel replicas step in lock step: a step lasts as long as its slowest replica
+        lock = pd.DataFrame({"step": steps["step"].to_numpy(), "fit": fitted, "direct": direct})
+        g = lock.groupby("step")[["fit", "direct"]].max()
+        res["lock_step_time_ratio"] = float(g["fit"].sum() / g["direct"].sum())
     for kind, sel in (("all", np.ones_like(dec)), ("decode", dec), ("prefill", ~dec)):
         if sel.any():
             res[kind] = {"n": int(sel.sum()),
