@@ -13,7 +13,7 @@ describes the choices (vLLM V1 ``fcfs`` scheduling, the KV-cache block
 formula, expert parallelism over the data-parallel ranks).
 
 Verified against: ``perfmodel replay``'s output on the published runs
-(``tests/cli/test_replay.py``) and the KV blocks vLLM logged on the RTX 4090
+(``tests/cli/test_replay.py``, ``tests/decisions/test_replay_settings.py``) and the KV blocks vLLM logged on the RTX 4090
 run (``tests/decisions/test_kvcache.py``).
 """
 from __future__ import annotations
