@@ -13,8 +13,9 @@ describes the choices (vLLM V1 ``fcfs`` scheduling, the KV-cache block
 formula, expert parallelism over the data-parallel ranks).
 
 Verified against: ``perfmodel replay``'s output on the published runs
-(``tests/cli/test_replay.py``, ``tests/decisions/test_replay_settings.py``) and the KV blocks vLLM logged on the RTX 4090
-run (``tests/decisions/test_kvcache.py``).
+(``tests/cli/test_replay.py``), hand-computed settings and all-to-all times
+(``tests/decisions/test_replay_settings.py``) and the KV blocks vLLM logged
+on the RTX 4090 run (``tests/decisions/test_kvcache.py``).
 """
 from __future__ import annotations
 
