@@ -143,7 +143,7 @@ def ep_all_to_all_ms(S, config, *, ep: int, link_bw_gbs: float, link_latency_us:
 
     The bundle times every layer on one GPU, so an expert-parallel run's
     all-to-all around each MoE block is missing from composed steps
-    (docs/replay.md, What is not composed).  This prices it as vLLM's
+    (docs/replay.md, Step composition).  This prices it as vLLM's
     all-gather / reduce-scatter exchange between the data-parallel ranks:
     per MoE layer, twice (dispatch, combine), one link latency plus the
     hidden states of the other ranks' tokens (equal loading assumed, as in
