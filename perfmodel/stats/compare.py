@@ -299,7 +299,9 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
     ``ratio_lo`` / ``ratio_hi`` (over the test steps that have replicates;
     clusters: the leak-free groups), ``cv``, ``k``, ``relative``.  Sorted as
     given (models, then baselines).  ``df.attrs['noise_floor']`` holds the
-    floor as a dict.
+    floor as a dict, ``df.attrs['predictions']`` the out-of-fold predictions
+    (one column per candidate, NaN off the test sets; rows of the validated
+    trace, index reset).
     """
     from perfmodel.core.model import MODELS
     from perfmodel.data.trace import has_context, validate_trace
@@ -330,6 +332,7 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
     labels = regime(df).to_numpy().astype(str)
     lof_groups = _lof_groups(df) if in_sample else None
     rows = []
+    preds: dict[str, np.ndarray] = {}
     for kind, names in (("model", models), ("baseline", baselines)):
         for name in names:
             if progress is not None:
@@ -345,6 +348,7 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
                                       baseline_kwargs)
 
             pred, fold_mape, errs = _held_out(df, y, splits, make, test_rows)
+            preds[name] = pred
             done = test_rows[np.isfinite(pred[test_rows])]
             if errs:
                 row["status"] = f"failed on {len(errs)} of {len(splits)} folds: {errs[0]}"
@@ -365,7 +369,9 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
                     if row["status"] == "ok":
                         row["status"] = f"failed in sample: {type(exc).__name__}: {exc}"[:240]
             rows.append(row)
-    return _table(rows, nf, cv, len(splits), relative, len(df))
+    out = _table(rows, nf, cv, len(splits), relative, len(df))
+    out.attrs["predictions"] = pd.DataFrame(preds)
+    return out
 
 
 def _floor(df, test_rows, floor):
