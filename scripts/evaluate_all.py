@@ -2,7 +2,7 @@
 """Honest evaluation of the model family on every real dataset available.
 
 Held-out scores, not in-sample fits, choose the default model and fit scale
-(README.md, Defaults); in-sample errors flatter flexible forms. For each dataset found -- Splitwise (one per model/GPU/TP group), the
+(README.md, Model of record); in-sample errors flatter flexible forms. For each dataset found -- Splitwise (one per model/GPU/TP group), the
 Sarathi-Serve specimen batches, Vidur's composed steps, the GPU trace in
 ``data/gpu/`` and any vLLM-CPU traces under ``data/vllm-cpu/`` -- this script:
 
