@@ -180,8 +180,9 @@ def leak_report(df: pd.DataFrame, splits: Sequence[_v.Split], *, block: int | No
     ``total_tokens`` and the multiset of (chunk, context) pairs, requests in
     any order) or (3) -- ``block`` given and a time-ordered trace -- a step
     of the same run (``replicate``) fewer than ``block`` steps away.
-    Written independently of the fold engine (a sort-and-search over keys,
-    not its union of groups), so it can catch the engine's mistakes.
+    It shares the engine's schedule key and time positions but not its
+    grouping or purge (a direct search over the training keys and time
+    positions), so it catches mistakes in those.
 
     Returns
     -------
