@@ -33,7 +33,7 @@ from perfmodel.cli import sla as cli_sla
 from perfmodel.cli.common import Parser, UsageError, add_random_state_argument, check_output, emit
 from perfmodel.errors import InputError, PerfmodelError
 
-#: the default model and loss; chosen from held-out measurements (README, "Defaults")
+#: the default model and loss; chosen from held-out measurements (README, "Model of record")
 DEFAULT_MODEL = "auto"
 DEFAULT_LOSS = "linear"
 
