@@ -197,6 +197,7 @@ def test_engine_hook_logs_each_step_with_a_fake_core(tmp_path):
     assert (df["duration_ms"] >= 0).all() and (df["step_ms"] >= df["duration_ms"]).all()
     assert df["num_waiting"].tolist() == [2, 2] and df["kv_cache_usage"].tolist() == [0.5, 0.5]
     assert df["gap_ms"].isna().tolist() == [True, False]
+    assert df["log_ms"].isna().tolist() == [True, False] and df["log_ms"].iloc[1] >= 0
 
 
 def test_register_without_the_variable_does_nothing(monkeypatch):

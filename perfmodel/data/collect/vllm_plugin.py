@@ -32,7 +32,9 @@ output hand-off; NaN on the first row); ``num_running`` / ``num_waiting``
 after scheduling, ``kv_cache_usage`` (fraction of KV blocks in use),
 ``num_preempted`` (requests preempted by this schedule); the engine-core
 process's ``cpu_ms``, ``involuntary_switches`` and the ``loadavg``
-(:mod:`perfmodel.data.collect.machine_state`); ``timestamp`` (Unix time at the
+(:mod:`perfmodel.data.collect.machine_state`); ``log_ms``, the time the
+plugin itself spent building and buffering the previous row (its direct
+overhead per step; NaN on the first row); ``timestamp`` (Unix time at the
 step start) and ``mono_s`` (``time.perf_counter()`` at the step start, the
 clock of ``vllm bench serve``'s ``start_times`` on the same host).  Steps
 that scheduled no token are not rows (vLLM calls ``step`` with nothing
@@ -81,7 +83,7 @@ COLUMNS = (
     "step", "timestamp", "mono_s", "batch_size", "total_tokens", "duration_ms",
     "chunk_sizes", "context_lens", "num_decode", "num_prefill", "schedule_ms", "update_ms",
     "step_ms", "gap_ms", "num_running", "num_waiting", "kv_cache_usage", "num_preempted",
-    "cpu_ms", "involuntary_switches", "loadavg",
+    "cpu_ms", "involuntary_switches", "loadavg", "log_ms",
 )
 
 
@@ -223,7 +225,7 @@ def step_row(step: int, scheduler_output, times: dict[str, float], *, prompt_len
         ``wall_start`` (Unix time)
     prompt_lens : request id -> prompt length (decode test)
     num_running, num_waiting, kv_cache_usage : scheduler state after scheduling
-    machine : optional ``cpu_ms``, ``involuntary_switches``, ``loadavg``
+    machine : optional ``cpu_ms``, ``involuntary_switches``, ``loadavg``, ``log_ms``
     """
     from perfmodel.data.collect.vllm_collector import _sched_from_output
 
@@ -252,7 +254,7 @@ def step_row(step: int, scheduler_output, times: dict[str, float], *, prompt_len
         "num_waiting": int(num_waiting), "kv_cache_usage": float(kv_cache_usage),
         "num_preempted": len(preempted), "cpu_ms": m.get("cpu_ms", float("nan")),
         "involuntary_switches": m.get("involuntary_switches", -1),
-        "loadavg": m.get("loadavg", float("nan")),
+        "loadavg": m.get("loadavg", float("nan")), "log_ms": m.get("log_ms", float("nan")),
     }
 
 
@@ -270,6 +272,7 @@ class _EngineHook:
         self.state = (0, 0, float("nan"))
         self.n_step = 0
         self.prev_end: float | None = None
+        self.log_ms = float("nan")
         sch, ex = core.scheduler, core.model_executor
         self._wrap(sch, "schedule", "sched_start", "sched_end", self._after_schedule)
         self._wrap(sch, "update_from_output", "update_start", "update_end")
@@ -321,12 +324,14 @@ class _EngineHook:
                 t["model_end"] = t["update_start"]  # the future carried the output
             if self.prev_end is not None:
                 t["prev_step_end"] = self.prev_end
-            self._log(s0, s1, loadavg_1min())
+            t_log = self.clock()
+            if self._log(s0, s1, loadavg_1min()):
+                self.log_ms = (self.clock() - t_log) * 1e3
             self.n_step += 1
 
-    def _log(self, s0, s1, load) -> None:
+    def _log(self, s0, s1, load) -> bool:
         if self.so is None:
-            return
+            return False
         sch = self.core.scheduler
         reqs = getattr(sch, "requests", {})
         plen = {}
@@ -337,14 +342,16 @@ class _EngineHook:
         machine = {"cpu_ms": (s1.cpu_s - s0.cpu_s) * 1e3,
                    "involuntary_switches": (s1.involuntary_switches - s0.involuntary_switches
                                             if s0.involuntary_switches >= 0 else -1),
-                   "loadavg": load}
+                   "loadavg": load, "log_ms": self.log_ms}
         t = dict(self.times)
         row = step_row(self.n_step, self.so, t, prompt_lens=plen,
                        num_running=self.state[0], num_waiting=self.state[1],
                        kv_cache_usage=self.state[2], machine=machine)
-        if row is not None:
-            self.writer.write(row)
-            self.prev_end = t["step_end"]
+        if row is None:
+            return False
+        self.writer.write(row)
+        self.prev_end = t["step_end"]
+        return True
 
 
 def engine_step_hook(step_fn, writer_factory):
