@@ -31,10 +31,13 @@ previous logged step to the start of this one: busy-loop, input queue and
 output hand-off; NaN on the first row); ``num_running`` / ``num_waiting``
 after scheduling, ``kv_cache_usage`` (fraction of KV blocks in use),
 ``num_preempted`` (requests preempted by this schedule); the engine-core
-process's ``cpu_ms``, ``involuntary_switches`` and the ``loadavg``
+thread's CPU time ``cpu_ms`` and ``involuntary_switches`` (the engine step runs in
+that thread; reading the whole process's costs far more per step) and the ``loadavg``
+(read at most once a second)
 (:mod:`perfmodel.data.collect.machine_state`); ``log_ms``, the time the
-plugin itself spent building and buffering the previous row (its direct
-overhead per step; NaN on the first row); ``timestamp`` (Unix time at the
+plugin itself spent around the previous logged step (machine readings, row
+building, buffering and flushing: its direct overhead per step, beside a few
+clock reads inside the step; NaN on the first row); ``timestamp`` (Unix time at the
 step start) and ``mono_s`` (``time.perf_counter()`` at the step start, the
 clock of ``vllm bench serve``'s ``start_times`` on the same host).  Steps
 that scheduled no token are not rows (vLLM calls ``step`` with nothing
@@ -125,9 +128,12 @@ class StepLogWriter:
         self._last = self.clock()
 
     def _line(self, row: dict) -> str:
-        out = io.StringIO()
-        csv.writer(out, lineterminator="\n").writerow([_cell(row.get(c)) for c in self.columns])
-        return out.getvalue()
+        cells = [_cell(row.get(c)) for c in self.columns]
+        if any(("," in x or '"' in x or "\n" in x) for x in cells):  # quote (never in step rows)
+            out = io.StringIO()
+            csv.writer(out, lineterminator="\n").writerow(cells)
+            return out.getvalue()
+        return ",".join(cells) + "\n"
 
     def _write(self, text: str) -> None:
         data = text.encode()
@@ -207,6 +213,18 @@ def read_step_log(path):
 # one row
 # ---------------------------------------------------------------------------
 
+_SCHED = []
+
+
+def _schedule_of():
+    """:func:`perfmodel.data.collect.vllm_collector._sched_from_output`, imported once, lazily."""
+    if not _SCHED:
+        from perfmodel.data.collect.vllm_collector import _sched_from_output
+
+        _SCHED.append(_sched_from_output)
+    return _SCHED[0]
+
+
 def step_row(step: int, scheduler_output, times: dict[str, float], *, prompt_lens: dict,
              num_running: int, num_waiting: int, kv_cache_usage: float,
              machine: dict | None = None) -> dict[str, Any] | None:
@@ -227,9 +245,7 @@ def step_row(step: int, scheduler_output, times: dict[str, float], *, prompt_len
     num_running, num_waiting, kv_cache_usage : scheduler state after scheduling
     machine : optional ``cpu_ms``, ``involuntary_switches``, ``loadavg``, ``log_ms``
     """
-    from perfmodel.data.collect.vllm_collector import _sched_from_output
-
-    sched = _sched_from_output(scheduler_output)
+    sched = _schedule_of()(scheduler_output)
     if sum(sched.chunk_sizes) == 0:
         return None
     dec = sum(1 for r, c, x in zip(sched.req_ids, sched.chunk_sizes, sched.context_lens,
@@ -273,6 +289,7 @@ class _EngineHook:
         self.n_step = 0
         self.prev_end: float | None = None
         self.log_ms = float("nan")
+        self._load, self._load_t = float("nan"), -math.inf
         sch, ex = core.scheduler, core.model_executor
         self._wrap(sch, "schedule", "sched_start", "sched_end", self._after_schedule)
         self._wrap(sch, "update_from_output", "update_start", "update_end")
@@ -312,21 +329,23 @@ class _EngineHook:
         t = self.times
         t.clear()
         self.so = None
-        s0 = snapshot()
+        t_pre = self.clock()
+        s0 = snapshot(thread=True)
         t["wall_start"] = time.time()
         t["step_start"] = self.clock()
         try:
             return orig()
         finally:
             t["step_end"] = self.clock()
-            s1 = snapshot()
+            s1 = snapshot(thread=True)
             if "model_end" not in t and "update_start" in t:
                 t["model_end"] = t["update_start"]  # the future carried the output
             if self.prev_end is not None:
                 t["prev_step_end"] = self.prev_end
-            t_log = self.clock()
-            if self._log(s0, s1, loadavg_1min()):
-                self.log_ms = (self.clock() - t_log) * 1e3
+            if t["step_end"] - self._load_t > 1.0:  # the 1-minute average moves every 5 s
+                self._load, self._load_t = loadavg_1min(), t["step_end"]
+            if self._log(s0, s1, self._load):
+                self.log_ms = (t["step_start"] - t_pre + self.clock() - t["step_end"]) * 1e3
             self.n_step += 1
 
     def _log(self, s0, s1, load) -> bool:
