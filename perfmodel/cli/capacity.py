@@ -2,10 +2,13 @@
 (:mod:`perfmodel.decisions.capacity`, :mod:`perfmodel.decisions.tune`)."""
 from __future__ import annotations
 
+import argparse
+from dataclasses import fields
+
 from perfmodel.cli.common import add_random_state_argument
 from perfmodel.decisions.capacity import capacity
 from perfmodel.decisions.requests_workload import SLO, load_workload_file, workload_from_lengths
-from perfmodel.decisions.simulate import POLICIES, EngineConfig, estimate_step_overhead
+from perfmodel.decisions.simulate import POLICIES, ROUTINGS, EngineConfig, estimate_step_overhead
 from perfmodel.decisions.tune import DEFAULT_SEQS, DEFAULT_TOKENS, tune_token_budget
 from perfmodel.errors import InputError
 
@@ -13,6 +16,9 @@ __all__ = ["add_capacity_arguments", "add_tune_arguments", "capacity_command",
            "load_fit_and_inputs", "tune_command"]
 
 DEFAULT_NUM_REQUESTS = 300
+_CHOICES = {"policy": POLICIES, "routing": ROUTINGS}
+#: engine settings of these commands that differ from EngineConfig's defaults (vLLM V1)
+_DEFAULTS = {"policy": "fcfs"}
 
 
 def add_workload_arguments(parser) -> None:
@@ -24,22 +30,33 @@ def add_workload_arguments(parser) -> None:
     parser.add_argument("--output-tokens", metavar="DIST", help="output lengths (as above)")
     parser.add_argument("--num-requests", type=int, default=None,
                         help=f"requests drawn from the distributions (default "
-                             f"{DEFAULT_NUM_REQUESTS})")
+                             f"{DEFAULT_NUM_REQUESTS}), or from --workload's requests with "
+                             "replacement (default: the file's requests as they are)")
 
 
 def add_engine_arguments(parser) -> None:
-    """The simulated server's settings (:class:`EngineConfig` fields)."""
-    d = EngineConfig()
-    parser.add_argument("--max-num-seqs", type=int, default=d.max_num_seqs)
-    parser.add_argument("--max-num-batched-tokens", type=int, default=d.max_num_batched_tokens)
-    parser.add_argument("--policy", choices=POLICIES, default=d.policy)
-    parser.add_argument("--no-chunked-prefill", action="store_true",
-                        help="disable chunked prefill (a prompt must fit in one step)")
-    parser.add_argument("--long-prefill-token-threshold", type=int,
-                        default=d.long_prefill_token_threshold)
-    parser.add_argument("--step-overhead-ms", type=float, default=None,
-                        help="per-step time outside the model run (default 0, or estimated "
-                             "from --trace)")
+    """The simulated server's settings: one option per :class:`EngineConfig` field.
+
+    ``step_noise_sd`` is left out (the step noise comes from the fit); the
+    policy defaults to ``fcfs`` (vLLM V1's scheduler), the rest to
+    EngineConfig's defaults.
+    """
+    for f in fields(EngineConfig):
+        if f.name == "step_noise_sd":
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(f.default, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None,
+                                help=f"EngineConfig.{f.name} (default {f.default})")
+        elif f.name in _CHOICES:
+            parser.add_argument(flag, choices=_CHOICES[f.name], default=None,
+                                help=f"EngineConfig.{f.name} (default {_DEFAULTS.get(f.name, f.default)})")
+        else:
+            kind = float if isinstance(f.default, float) else int
+            parser.add_argument(flag, type=kind, default=None,
+                                help=f"EngineConfig.{f.name} (default {f.default}"
+                                     + (", or estimated from --trace)" if f.name ==
+                                        "step_overhead_ms" else ")"))
     parser.add_argument("--trace", help="step trace to estimate the per-step overhead from")
 
 
@@ -106,11 +123,11 @@ def load_fit_and_inputs(args):
 
         est = estimate_step_overhead(read_trace(args.trace))
         overhead = est.overhead_ms
-    engine = EngineConfig(max_num_seqs=args.max_num_seqs,
-                          max_num_batched_tokens=args.max_num_batched_tokens, policy=args.policy,
-                          enable_chunked_prefill=not args.no_chunked_prefill,
-                          long_prefill_token_threshold=args.long_prefill_token_threshold,
-                          step_overhead_ms=0.0 if overhead is None else overhead)
+    kw = dict(_DEFAULTS)
+    kw.update({f.name: getattr(args, f.name) for f in fields(EngineConfig)
+               if getattr(args, f.name, None) is not None})
+    kw["step_overhead_ms"] = 0.0 if overhead is None else overhead
+    engine = EngineConfig(**kw)
     return fit, workload, slo, engine, est, load_samples(args.bootstrap_samples)
 
 
@@ -119,9 +136,8 @@ def _workload(args):
     if args.workload and dists:
         raise InputError("give --workload or --prompt-tokens/--output-tokens, not both")
     if args.workload:
-        if args.num_requests is not None:
-            raise InputError("--num-requests applies to length distributions, not --workload")
-        return load_workload_file(args.workload)
+        w = load_workload_file(args.workload)
+        return w if args.num_requests is None else w.resample(args.num_requests, args.seed)
     if args.prompt_tokens is None or args.output_tokens is None:
         raise InputError("missing workload: give --workload FILE, or both --prompt-tokens and "
                          "--output-tokens (e.g. uniform:64,192)")
@@ -140,7 +156,8 @@ def _answer_text(d: dict, key: str, unit: str) -> str:
     else:
         s += f" {unit}"
     if d["capped"]:
-        s += " (reached the search cap: the SLO holds at every load tried)"
+        s += (" (reached the search cap: the SLO holds at every load tried; with few requests "
+              "no queue builds up: raise --num-requests)")
     if not d["feasible"]:
         s += " (infeasible: the SLO fails even at the smallest load)"
     return s

@@ -22,6 +22,7 @@ from perfmodel.cli import capacity as cli_capacity
 from perfmodel.cli import collect as cli_collect
 from perfmodel.cli import compare as cli_compare
 from perfmodel.cli import factors as cli_factors
+from perfmodel.cli import replay as cli_replay
 from perfmodel.cli import simulate as cli_simulate
 from perfmodel.cli import sla as cli_sla
 from perfmodel.cli.common import Parser, UsageError, add_random_state_argument, check_output, emit
@@ -211,6 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
          cli_capacity.add_capacity_arguments, cli_capacity.capacity_command),
         ("tune", "token budget and max_num_seqs that maximise goodput under SLOs", {},
          cli_capacity.add_tune_arguments, cli_capacity.tune_command),
+        ("replay", "replay a serving run's requests (TTFT, TPOT, latency)", {},
+         cli_replay.add_replay_arguments, cli_replay.replay_command),
     ):
         sp = sub.add_parser(name, help=text)
         add_arguments(sp)

@@ -35,8 +35,9 @@ Method
    quantiles of these answers.  The point answer uses the fitted parameters
    with step noise and the base seed.
 
-Not modelled (the simulator's limits): KV-cache preemption, prefix caching,
-client and network time; the per-step overhead outside the model run is
+Not modelled (the simulator's limits): prefix caching, asynchronous
+scheduling, speculative decoding, client and network time; KV-cache
+preemption only when ``engine.num_gpu_blocks`` is set; the per-step overhead outside the model run is
 ``EngineConfig.step_overhead_ms`` (estimate it from a server step log, e.g.
 ``step_ms - duration_ms + gap_ms`` of :mod:`perfmodel.data.collect.vllm_plugin`).
 
@@ -368,7 +369,10 @@ def _assumptions(fit, workload, engine, mode, noise, model) -> dict[str, Any]:
         "arrivals": ("Poisson, the unit-rate schedule of the seed divided by the rate"
                      if mode == "rate" else "closed loop: each finish issues the next request"),
         "step_noise": _noise_text(model) if noise else "off",
-        "not_modelled": "KV-cache preemption, prefix caching, client and network time",
+        "not_modelled": "prefix caching, asynchronous scheduling, speculative decoding, client "
+                        "and network time"
+                        + ("" if engine.num_gpu_blocks else "; KV-cache limits and preemption "
+                           "(no num_gpu_blocks given)"),
     }
 
 

@@ -149,6 +149,15 @@ class Workload:
         """Mean prior context of a decode step: mean prompt + half the mean output."""
         return float(np.mean(self.prompt_tokens) + np.mean(self.output_tokens) / 2.0)
 
+    def resample(self, n: int, seed: int = 0) -> Workload:
+        """``n`` requests drawn with replacement from this one's (prompt, output) pairs."""
+        n = check_int_range("num_requests", n, 1, integral_float=True)
+        i = np.random.default_rng(seed).integers(0, self.n, n)
+        src = {**self.source, "resampled": {"from_requests": self.n, "num_requests": n,
+                                            "seed": int(seed), "with_replacement": True}}
+        return Workload(np.asarray(self.prompt_tokens)[i], np.asarray(self.output_tokens)[i],
+                        None, src)
+
     def describe(self) -> dict[str, Any]:
         P, O = np.asarray(self.prompt_tokens), np.asarray(self.output_tokens)
         out = dict(self.source)

@@ -375,3 +375,32 @@ def test_sla_recommend_is_labelled_a_diagnostic(fit_json, capsys):
     assert rc == 0, err
     assert stdout.startswith("diagnostic only") and "perfmodel tune" in stdout
     assert "assumed context: the model has no context terms" in stdout
+
+
+def _bench_file(tmp_path, n=40):
+    rng = np.random.default_rng(0)
+    d = {"input_lens": rng.integers(64, 192, n).tolist(),
+         "output_lens": rng.integers(32, 96, n).tolist(),
+         "start_times": np.sort(rng.uniform(100.0, 110.0, n)).tolist()}
+    p = tmp_path / "bench.json"
+    p.write_text(json.dumps(d))
+    return p, d
+
+
+def test_capacity_and_sla_read_a_bench_result_file(ctx_fit_json, tmp_path, capsys):
+    p, d = _bench_file(tmp_path)
+    rc, stdout, err = run(["capacity", ctx_fit_json, "--slo", "ttft_p99=1000,tpot_p99=50",
+                           "--workload", p, "--num-requests", 80, "--replications", 0,
+                           "--rel-tol", 0.05, "--json"], capsys)
+    assert rc == 0, err
+    w = json.loads(stdout)["assumptions"]["workload"]
+    assert w["kind"] == "file" and w["num_requests"] == 80
+    assert w["resampled"]["from_requests"] == 40
+    lo, hi = min(d["input_lens"]), max(d["input_lens"])
+    assert lo <= w["prompt_tokens_range"][0] <= w["prompt_tokens_range"][1] <= hi
+    rc, stdout, err = run(["sla", ctx_fit_json, "--batch-size", 8, "--target-ms", 120,
+                           "--workload", p, "--json"], capsys)
+    assert rc == 0, err
+    a = json.loads(stdout)["assumed_context"]
+    want = np.mean(d["input_lens"]) + np.mean(d["output_lens"]) / 2
+    assert a["context_tokens"] == pytest.approx(want) and "--workload" in a["source"]
