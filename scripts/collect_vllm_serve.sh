@@ -36,9 +36,9 @@ PY="$VENV/bin/python"; VLLM="$VENV/bin/vllm"
 : "${PORT:=8765}"
 : "${NUM_PROMPTS:=200}"
 : "${INPUT_LEN:=128}"; : "${OUTPUT_LEN:=64}"; : "${RANGE_RATIO:=0.5}"   # lengths 64-192 / 32-96
-: "${RATES:=2 4 8 12 16 24}"                    # light load to past saturation (~18 req/s)
+: "${RATES=2 4 8 12 16 24}"        # light load to past saturation (~18 req/s); "" for none
 : "${REPEAT_RATE:=8}"; : "${REPEATS:=3}"
-: "${CONCURRENCIES:=8 32}"
+: "${CONCURRENCIES=8 32}"           # "" for none
 : "${MAX_NUM_SEQS:=32}"; : "${MAX_NUM_BATCHED_TOKENS:=768}"
 : "${BUDGET_RATE:=12}"; : "${TUNED_SEQS:=}"; : "${TUNED_TOKENS:=}"
 : "${GOODPUT:=ttft:1000 tpot:50}"               # ms; bench's --goodput
@@ -65,6 +65,7 @@ stop_server() {
   SERVER_PID=""
 }
 trap stop_server EXIT
+trap "exit 143" TERM INT
 
 wait_ready() {
   for _ in $(seq 300); do

