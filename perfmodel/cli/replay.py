@@ -97,12 +97,13 @@ def _model(args, settings: dict, work: pd.DataFrame, engine: dict):
                          "this version (perfmodel.core.compose); use --fit FIT.json") from None
     max_context = int((work["prompt_tokens"] + work["output_tokens"]).max())
     defaults = EngineConfig()
+    extra = {"ep": settings["ep"]} if settings["ep"] > 1 else {}
     fit, info = fit_from_profile(
         args.profile, args.model_config, tp=settings["tp"],
         max_num_seqs=engine.get("max_num_seqs", defaults.max_num_seqs),
         max_num_batched_tokens=engine.get("max_num_batched_tokens",
                                           defaults.max_num_batched_tokens),
-        max_context=max_context)
+        max_context=max_context, **extra)
     return fit, {"source": "profile", "path": str(args.profile), "model": fit.model_name,
                  **(info or {})}
 
@@ -175,7 +176,10 @@ def replay_command(args) -> tuple[str, dict]:
 
     out_path = check_output(args.output, args.force) if args.output else None
     run, work = _read_source(args.source)
-    settings = {"tp": args.tp or run.get("tensor_parallel_size") or 1}
+    tp = args.tp or run.get("tensor_parallel_size") or 1
+    # expert parallelism spans the data-parallel ranks (vLLM's enable_expert_parallel)
+    ep = tp * int(run.get("data_parallel_size") or 1) if run.get("enable_expert_parallel") else 1
+    settings = {"tp": tp, "ep": ep}
     kw, kv = _engine_settings(args, run, work)
     t0 = time.perf_counter()
     fit, model_info = _model(args, settings, work, kw)
@@ -195,6 +199,7 @@ def replay_command(args) -> tuple[str, dict]:
                **kv, "num_gpu_blocks": engine.num_gpu_blocks,
                "peak_blocks_used": sim.config.get("kv_peak_blocks")},
                "step_overhead_ms": engine.step_overhead_ms, "tensor_parallel_size": settings["tp"],
+               "expert_parallel_size": settings["ep"],
                "step_model": model_info, "source": str(args.source),
                "request_source": work.attrs.get("source"),
                "not_modelled": ["prefix caching", "asynchronous scheduling",

@@ -140,3 +140,36 @@ def test_profile_path(capsys):
     d = json.loads(text)
     assert d["assumptions"]["step_model"]["source"] == "profile"
     assert d["ttft_ms"]["mean"] > 0 and "relative_error" in d
+
+
+def test_profile_path_calls_the_composition_contract(run_dir, fit_json, capsys, monkeypatch,
+                                                     tmp_path):
+    """The call perfmodel.core.compose.fit_from_profile must answer (a stand-in module)."""
+    import sys
+    import types
+
+    calls = {}
+
+    def fit_from_profile(profile_dir, model_config_path, *, tp, max_num_seqs,
+                         max_num_batched_tokens, max_context):
+        calls.update(profile_dir=str(profile_dir), model_config=str(model_config_path), tp=tp,
+                     max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                     max_context=max_context)
+        return FitResult.from_json(fit_json), {"composed_mape": 0.01}
+
+    monkeypatch.setitem(sys.modules, "perfmodel.core.compose",
+                        types.SimpleNamespace(fit_from_profile=fit_from_profile))
+    cfg = tmp_path / "model.json"
+    cfg.write_text("{}")
+    rc, text, err = run(["replay", run_dir, "--profile", tmp_path, "--model-config", cfg,
+                         "--json"], capsys)
+    assert rc == 0, err
+    d = json.loads(text)
+    assert calls["tp"] == 1 and calls["max_num_seqs"] == 16
+    assert calls["max_num_batched_tokens"] == 512
+    reqs = [json.loads(x) for x in (run_dir / "vllm" / "requests.jsonl").read_text().splitlines()]
+    assert calls["max_context"] == max(r["input_toks"] + r["output_toks"] for r in reqs)
+    assert d["assumptions"]["step_model"]["composed_mape"] == 0.01
+    # the same step model as --fit: the same prediction
+    rc, text2, _ = run(["replay", run_dir, "--fit", fit_json, "--json"], capsys)
+    assert json.loads(text2)["ttft_ms"] == d["ttft_ms"]

@@ -674,7 +674,7 @@ def collect_vllm(model_config: str | os.PathLike, workload: str, steps: int | No
     ----------
     model_config : path or name
         A Llama-style ``config.json`` (random weights are generated), or the
-        name of a shipped one (``'llama-tiny'``, ``'llama-small'``).
+        name of a shipped one (``'llama-tiny'``, ``'llama-small'``, ``'llama-mid'``).
     workload : str
         One of :data:`perfmodel.data.collect.workloads.WORKLOADS`.
     steps : int or None
