@@ -24,6 +24,7 @@ import numpy as np
 from perfmodel import __version__
 from perfmodel._checks import check_int_range
 from perfmodel._io import Terminated, atomic_write_text, json_safe, terminate_as_interrupt
+from perfmodel.cli import capacity as cli_capacity
 from perfmodel.cli import collect as cli_collect
 from perfmodel.cli import compare as cli_compare
 from perfmodel.cli import factors as cli_factors
@@ -227,6 +228,10 @@ def build_parser() -> argparse.ArgumentParser:
          cli_simulate.add_simulate_arguments, cli_simulate.simulate_command),
         ("factors", "secondary-factor analysis at a fixed step size", {},
          cli_factors.add_factors_arguments, cli_factors.factors_command),
+        ("capacity", "highest request rate / concurrency meeting TTFT-TPOT SLOs", {},
+         cli_capacity.add_capacity_arguments, cli_capacity.capacity_command),
+        ("tune", "token budget and max_num_seqs that maximise goodput under SLOs", {},
+         cli_capacity.add_tune_arguments, cli_capacity.tune_command),
         ("replay", "replay a serving run's requests (TTFT, TPOT, latency)", {},
          cli_replay.add_replay_arguments, cli_replay.replay_command),
     ):
