@@ -34,11 +34,11 @@ BLOCK = 250_000
 
 def make_traces(rows: int, folder: Path) -> tuple[Path, Path]:
     """Write ``ctx_<rows>.csv`` and ``noctx_<rows>.csv`` in ``folder`` (once)."""
-    from perfmodel.core.synthetic import simulate_trace
-
     ctx, noctx = folder / f"ctx_{rows}.csv", folder / f"noctx_{rows}.csv"
     if ctx.exists() and noctx.exists():
         return ctx, noctx
+    from perfmodel.core.synthetic import simulate_trace
+
     folder.mkdir(parents=True, exist_ok=True)
     tmp_ctx, tmp_no = ctx.with_suffix(".part"), noctx.with_suffix(".part")
     done = 0

@@ -82,8 +82,10 @@ def row_reduce(values, counts, how: str, rows=None) -> np.ndarray:
 
     Parameters
     ----------
-    values : numpy.ndarray of float
+    values : numpy.ndarray of float or int
         Per-request values, the requests of step 0 first, then step 1, ...
+        Integer values are summed exactly in int64 (any integer type, e.g. the
+        compact ``int16`` items of a trace read by :func:`perfmodel.data.trace.read_trace`).
     counts : numpy.ndarray of int
         Requests per step (``counts.sum() == values.size``).
     how : {'sum', 'min', 'max'}
@@ -98,6 +100,16 @@ def row_reduce(values, counts, how: str, rows=None) -> np.ndarray:
     counts = np.asarray(counts)
     n = len(counts)
     if how == "sum":
+        values = np.asarray(values)
+        if rows is None and values.dtype.kind in "iu":
+            # integers: an exact int64 sum per step, without a per-request row index
+            # (equal to the bincount below while the sums stay below 2**53)
+            out = np.zeros(n, dtype=float)
+            nz = counts > 0
+            if nz.any():
+                starts = (np.cumsum(counts) - counts)[nz]
+                out[nz] = np.add.reduceat(values, starts, dtype=np.int64)
+            return out
         if rows is None:
             rows = np.repeat(np.arange(n), counts)
         return np.bincount(rows, weights=values, minlength=n)

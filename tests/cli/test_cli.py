@@ -293,3 +293,33 @@ def test_an_output_that_is_not_a_regular_file_is_refused_before_fitting(tmp_path
     rc, _, err = run(["fit", EXAMPLE, "-o", link, "--force", "--model", "seed_id"], capsys)
     assert rc == 2 and "is a symbolic link, not a regular file" in err
     assert real.read_text() == "keep\n" and link.is_symlink()
+
+
+# ---------------------------------------------------------------------------
+# convert (Parquet for large traces) and the parallel backend options
+# ---------------------------------------------------------------------------
+
+def test_convert_writes_parquet_that_fits_like_the_csv(tmp_path, capsys):
+    pytest.importorskip("pyarrow", reason="convert needs pyarrow (perfmodel[parquet])")
+    pq = str(tmp_path / "t.parquet")
+    rc, stdout, err = run(["convert", EXAMPLE, "-o", pq, "--json"], capsys)
+    assert rc == 0, err
+    assert json.loads(stdout)["rows"] == len(pd.read_csv(EXAMPLE))
+    fits = []
+    for src in (EXAMPLE, pq):
+        out = str(tmp_path / (Path(src).stem + Path(src).suffix[1:] + ".json"))
+        rc, _, err = run(["fit", src, "-o", out, "--model", "seed_id", "--starts", "1"], capsys)
+        assert rc == 0, err
+        fits.append(json.loads(Path(out).read_text())["values"])
+    assert fits[0] == fits[1]
+    rc, _, err = run(["convert", EXAMPLE, "-o", str(tmp_path / "t.csv")], capsys)
+    assert rc == 2 and "must end in '.parquet'" in err
+    rc, _, err = run(["convert", EXAMPLE, "-o", pq], capsys)
+    assert rc == 2 and "exists" in err
+
+
+def test_fit_refuses_a_scheduler_without_the_dask_backend(tmp_path, capsys):
+    out = tmp_path / "f.json"
+    rc, _, err = run(["fit", EXAMPLE, "-o", str(out), "--scheduler", "tcp://127.0.0.1:8786"],
+                     capsys)
+    assert rc == 2 and "only used by backend 'dask'" in err and not out.exists()
