@@ -59,7 +59,11 @@ def int_type(lo: int, hi: int):
 
 
 def typed_list(arr):
-    """A batch's list column as Arrow ``list<int64>`` (canonical text or integer lists)."""
+    """A batch's list column as Arrow ``list<intN>``, N the smallest that holds its items.
+
+    Takes canonical text cells (``'a;b;c'``) or integer lists; raises
+    :class:`NotCanonical` for anything else.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -67,15 +71,24 @@ def typed_list(arr):
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         if not pa.types.is_integer(t.value_type) or arr.null_count or arr.flatten().null_count:
             raise NotCanonical
-        return pc.cast(arr, pa.list_(pa.int64()))
-    if not (pa.types.is_string(t) or pa.types.is_large_string(t)) or arr.null_count:
+        offsets, items = arr.offsets, arr.flatten()
+        if pa.types.is_large_list(t):
+            offsets = pc.cast(offsets, pa.int32())
+    elif (pa.types.is_string(t) or pa.types.is_large_string(t)) and not arr.null_count:
+        parts = pc.split_pattern(arr, ";")
+        try:
+            items = pc.cast(parts.flatten(), pa.int64())  # rejects '', ' 1', '1.5', '[1', 'x'
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            raise NotCanonical from None
+        offsets = parts.offsets
+        if pa.types.is_large_list(parts.type):
+            offsets = pc.cast(offsets, pa.int32())
+    else:
         raise NotCanonical
-    parts = pc.split_pattern(arr, ";")
-    try:
-        items = pc.cast(parts.flatten(), pa.int64())  # rejects '', ' 1', '1.5', '[1', 'x'
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        raise NotCanonical from None
-    return pa.ListArray.from_arrays(parts.offsets, items)
+    offsets = pc.subtract(offsets, offsets[0]) if len(offsets) and offsets[0].as_py() else offsets
+    mm = pc.min_max(items)
+    lo, hi = (mm["min"].as_py() or 0), (mm["max"].as_py() or 0)
+    return pa.ListArray.from_arrays(offsets, pc.cast(items, int_type(lo, hi)))
 
 
 def batches(p: Path, fmt: str, list_cols: list[str]):
@@ -159,14 +172,13 @@ def typed_frame(names: list[str], plain: dict, lists: dict) -> pd.DataFrame:
     cols = {}
     for c in names:
         if c in lists:
-            chunks = lists.pop(c)
-            mm = [pc.min_max(ch.flatten()) for ch in chunks if len(ch.flatten())]
-            lo = min((m["min"].as_py() for m in mm), default=0)
-            hi = max((m["max"].as_py() for m in mm), default=0)
-            t = pa.list_(int_type(lo, hi))
+            chunks = lists.pop(c)  # each batch in its own smallest type: widen to the widest
+            widest = max((ch.type.value_type.bit_width for ch in chunks), default=16)
+            t = pa.list_(getattr(pa, f"int{widest}")())
             typed = []
-            while chunks:  # cast chunk by chunk, freeing the int64 one
-                typed.append(pc.cast(chunks.pop(0), t))
+            while chunks:
+                ch = chunks.pop(0)
+                typed.append(ch if ch.type == t else pc.cast(ch, t))
             cols[c] = pd.Series(pd.arrays.ArrowExtensionArray(pa.chunked_array(typed, t)))
         else:
             ch = pa.chunked_array(plain.pop(c))

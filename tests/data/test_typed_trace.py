@@ -46,15 +46,19 @@ def test_typed_csv_read_equals_the_general_one_with_bit_identical_features(trace
         np.testing.assert_array_equal(fa[k], fb[k])
 
 
-def test_list_items_get_the_smallest_integer_type(tmp_path):
+@pytest.mark.parametrize("batch_rows", [1, TT.BATCH_ROWS])
+def test_list_items_get_the_smallest_integer_type(tmp_path, monkeypatch, batch_rows):
+    monkeypatch.setattr(TT, "BATCH_ROWS", batch_rows)  # 1: each batch typed alone, then widened
     p = tmp_path / "t.csv"
     df = pd.DataFrame({"B": [2, 1], "S": [3, 1], "T": [1.0, 2.0],
                        "chunk_sizes": ["2;1", "1"], "context_lens": ["0;70000", "5"]})
     df.to_csv(p, index=False)
     out = T.read_trace(p, lists="arrow")
+    assert out.attrs["reader"] == "typed"
     assert str(out["chunk_sizes"].dtype.pyarrow_dtype.value_type) == "int16"
     assert str(out["context_lens"].dtype.pyarrow_dtype.value_type) == "int32"
     assert T.step_features(out)["ctx_sum"].tolist() == [70000.0, 5.0]
+    assert T.step_features(out)["S"].tolist() == [3.0, 1.0]
 
 
 def test_non_canonical_cells_take_the_general_reader(tmp_path):
