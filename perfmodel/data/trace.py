@@ -389,7 +389,8 @@ def parse_list_column(values) -> ListColumn:
     """
     series = values if isinstance(values, pd.Series) else pd.Series(list(values), dtype=object)
     L = _parse_lists(series)
-    return ListColumn(L.flat, L.counts, L.ok)
+    # int64 as documented (Arrow list columns keep their items in a smaller type)
+    return ListColumn(L.flat.astype(np.int64, copy=False), L.counts, L.ok)
 
 
 # ---------------------------------------------------------------------------

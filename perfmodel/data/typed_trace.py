@@ -179,7 +179,10 @@ def typed_frame(names: list[str], plain: dict, lists: dict) -> pd.DataFrame:
             while chunks:
                 ch = chunks.pop(0)
                 typed.append(ch if ch.type == t else pc.cast(ch, t))
-            cols[c] = pd.Series(pd.arrays.ArrowExtensionArray(pa.chunked_array(typed, t)))
+            # one chunk: its items then reach numpy without a copy (arrow_list_parts)
+            one = pa.concat_arrays(typed) if typed else pa.array([], t)
+            del typed
+            cols[c] = pd.Series(pd.arrays.ArrowExtensionArray(pa.chunked_array([one], t)))
         else:
             ch = pa.chunked_array(plain.pop(c))
             cols[c] = ch.to_pandas()
@@ -220,9 +223,10 @@ def arrow_list_parts(series: pd.Series):
             null_item = items.is_null().to_numpy(zero_copy_only=False)
             bad[start + np.unique(parent[null_item])] = True
             items = items.filter(pa.array(~bad[start + parent]))
-        flats.append(items.to_numpy(zero_copy_only=False))
+        flats.append(items.to_numpy(zero_copy_only=False))  # no copy: integers, no nulls
         start += len(c)
-    flat = np.concatenate(flats) if flats else np.zeros(0, np.int64)
+    flat = (flats[0] if len(flats) == 1 else
+            np.concatenate(flats) if flats else np.zeros(0, np.int64))
     missing |= (counts == 0) & ~missing  # an empty list is no list, as an empty text cell
     counts = counts.astype(np.int64)
     counts[bad | missing] = 0
