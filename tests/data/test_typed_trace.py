@@ -134,3 +134,16 @@ def test_arrow_list_with_a_missing_item_is_a_bad_row():
 def test_read_trace_refuses_an_unknown_lists_mode(trace_csv):
     with pytest.raises(InputError, match="lists must be 'text' or 'arrow'"):
         T.read_trace(trace_csv, lists="numpy")
+
+
+def test_row_reduce_integer_sums_in_blocks_equal_one_pass(monkeypatch):
+    import perfmodel.data.features as F
+
+    rng = np.random.default_rng(1)
+    counts = rng.integers(0, 6, 400)
+    vals = rng.integers(0, 4000, counts.sum()).astype(np.int16)
+    whole = row_reduce(vals, counts, "sum")
+    monkeypatch.setattr(F, "_SUM_BLOCK", 5)
+    np.testing.assert_array_equal(row_reduce(vals, counts, "sum"), whole)
+    rows = np.repeat(np.arange(counts.size), counts)
+    np.testing.assert_array_equal(whole, np.bincount(rows, weights=vals, minlength=counts.size))
