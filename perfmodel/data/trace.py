@@ -710,7 +710,8 @@ def validate_trace(df, *, drop_invalid: bool = False, source=None,
         A new frame, index reset to 0..n-1, canonical names, ``batch_size``
         and ``total_tokens`` (and ``step``/``num_*`` when present) as int64,
         ``duration_ms``/``timestamp`` as float64, list cells normalised to
-        ``'a;b;c'``; every other column unchanged.  ``attrs``: ``alias_map``
+        ``'a;b;c'`` (Arrow ``list<int>`` columns, from ``read_trace(...,
+        lists='arrow')``, are kept as they are); every other column unchanged.  ``attrs``: ``alias_map``
         (``{original: canonical}``), ``dropped``, ``dropped_summary``,
         ``n_rows_in``, ``source``.
 
