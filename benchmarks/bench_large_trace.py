@@ -90,16 +90,16 @@ def main(argv=None):
             pq = p.with_suffix(".parquet")
             if not pq.exists():
                 wall, peak, rc = run_child(["convert", str(p), "-o", str(pq)])
-                print(f"convert {p.name}: {wall:.1f} s, peak {peak:.0f} MB, exit {rc}")
+                print(f"convert {p.name}: {wall:.1f} s, peak {peak:.0f} MB, exit {rc}", flush=True)
             traces[k + "-parquet"] = pq
-    print(f"{'trace':<16} {'MB':>7} {'wall s':>7} {'peak MB':>8} {'exit':>4}  load average")
+    print(f"{'trace':<16} {'MB':>7} {'wall s':>7} {'peak MB':>8} {'exit':>4}  load average", flush=True)
     for name, p in traces.items():
         load = os.getloadavg()
         wall, peak, rc = run_child(["fit", str(p), "-o", str(a.dir / f"fit_{name}.json"),
                                     "--force", "--json", *a.extra])
         size = p.stat().st_size / 1e6
         print(f"{name:<16} {size:>7.0f} {wall:>7.1f} {peak:>8.0f} {rc:>4}  "
-              + " ".join(f"{v:.2f}" for v in load))
+              + " ".join(f"{v:.2f}" for v in load), flush=True)
 
 
 if __name__ == "__main__":

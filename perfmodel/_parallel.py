@@ -42,8 +42,8 @@ import numpy as np
 
 from perfmodel.errors import InputError
 
-__all__ = ["BACKENDS", "check_backend", "map_tasks", "one_blas_thread", "task_seed",
-           "task_seeds"]
+__all__ = ["BACKENDS", "check_backend", "dask_client", "map_tasks", "one_blas_thread",
+           "task_seed", "task_seeds"]
 
 #: the parallel backends :func:`map_tasks` accepts
 BACKENDS: tuple[str, ...] = ("loky", "dask")
@@ -113,8 +113,9 @@ def _chunks(tasks: Iterable, size: int) -> Iterator[list]:
 
 
 @contextlib.contextmanager
-def _dask_client(scheduler: str | None, n_workers: int | None):
-    """A Dask client on ``scheduler``, or on a LocalCluster of processes (closed after)."""
+def dask_client(scheduler: str | None, n_workers: int | None):
+    """A Dask client on ``scheduler``, or on a LocalCluster of ``n_workers`` processes with
+    one thread each (closed after); the client is the default one inside the ``with``."""
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError as e:
@@ -206,7 +207,7 @@ def map_tasks(func: Callable[[Any], Any], tasks: Iterable, *, backend: str = "lo
         if backend == "loky":
             ctx = contextlib.nullcontext()
         else:
-            ctx = _dask_client(scheduler, n_jobs if n_jobs > 1 else None)
+            ctx = dask_client(scheduler, n_jobs if n_jobs > 1 else None)
         with ctx as client:
             _run_joblib(func, tasks, out, bar, backend=backend, n_jobs=n_jobs, client=client,
                         total=total, chunk_size=chunk_size)
