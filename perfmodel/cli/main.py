@@ -27,11 +27,19 @@ from perfmodel._io import Terminated, atomic_write_text, json_safe, terminate_as
 from perfmodel.cli import capacity as cli_capacity
 from perfmodel.cli import collect as cli_collect
 from perfmodel.cli import compare as cli_compare
+from perfmodel.cli import convert as cli_convert
 from perfmodel.cli import factors as cli_factors
 from perfmodel.cli import replay as cli_replay
 from perfmodel.cli import simulate as cli_simulate
 from perfmodel.cli import sla as cli_sla
-from perfmodel.cli.common import Parser, UsageError, add_random_state_argument, check_output, emit
+from perfmodel.cli.common import (
+    Parser,
+    UsageError,
+    add_backend_arguments,
+    add_random_state_argument,
+    check_output,
+    emit,
+)
 from perfmodel.errors import InputError, PerfmodelError
 
 #: the default model and loss; chosen from held-out measurements (README, "Model of record")
@@ -50,15 +58,17 @@ def resolve_model(name: str, df) -> str:
 
 # ---------------------------------------------------------------------------
 def cmd_fit(args):
+    from perfmodel._parallel import check_backend
     from perfmodel.core.fit import fit_model
     from perfmodel.data.trace import read_trace, trace_sha256
 
     check_int_range("--starts", args.starts, 1)
     if args.bootstrap:
         check_int_range("--bootstrap", args.bootstrap, 2)
+    check_backend(args.backend, args.scheduler)
     out = check_output(args.output, args.force, inputs=[args.trace])
     df = read_trace(args.trace, drop_invalid=args.drop_invalid,
-                    allow_degenerate=args.allow_degenerate)
+                    allow_degenerate=args.allow_degenerate, lists="arrow")
     model = resolve_model(args.model, df)
     window = tuple(args.outlier_window) if args.outlier_window else None
     relative = "absolute" if args.absolute else args.relative
@@ -76,7 +86,8 @@ def cmd_fit(args):
         from perfmodel.stats.uncertainty import attach_bootstrap, bootstrap
 
         bs = bootstrap(res, df, n_boot=args.bootstrap, scheme=args.scheme, seed=args.seed,
-                       n_jobs=args.jobs, method=args.ci_method, progress=not args.json)
+                       n_jobs=args.jobs, method=args.ci_method, progress=not args.json,
+                       backend=args.backend, scheduler=args.scheduler)
         attach_bootstrap(res, bs)
         summary = res.summary()
         summary["bootstrap"] = res.provenance["bootstrap"]
@@ -198,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--scheme", default="pairs", choices=["pairs", "residual", "wild", "block"])
     f.add_argument("--ci-method", default="percentile", choices=["percentile", "bca"])
     f.add_argument("--jobs", type=int, default=1, help="parallel jobs for the bootstrap")
+    add_backend_arguments(f)
     f.set_defaults(func=cmd_fit)
 
     r = sub.add_parser("report", help="print the fit report of FIT.json")
@@ -234,6 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
          cli_capacity.add_tune_arguments, cli_capacity.tune_command),
         ("replay", "replay a serving run's requests (TTFT, TPOT, latency)", {},
          cli_replay.add_replay_arguments, cli_replay.replay_command),
+        ("convert", "write a trace as Parquet (recommended for large traces)", {"out": True},
+         cli_convert.add_convert_arguments, cli_convert.convert_command),
     ):
         sp = sub.add_parser(name, help=text)
         add_arguments(sp)

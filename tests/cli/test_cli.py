@@ -404,3 +404,33 @@ def test_capacity_and_sla_read_a_bench_result_file(ctx_fit_json, tmp_path, capsy
     a = json.loads(stdout)["assumed_context"]
     want = np.mean(d["input_lens"]) + np.mean(d["output_lens"]) / 2
     assert a["context_tokens"] == pytest.approx(want) and "--workload" in a["source"]
+
+
+# ---------------------------------------------------------------------------
+# convert (Parquet for large traces) and the parallel backend options
+# ---------------------------------------------------------------------------
+
+def test_convert_writes_parquet_that_fits_like_the_csv(tmp_path, capsys):
+    pytest.importorskip("pyarrow", reason="convert needs pyarrow (perfmodel[parquet])")
+    pq = str(tmp_path / "t.parquet")
+    rc, stdout, err = run(["convert", EXAMPLE, "-o", pq, "--json"], capsys)
+    assert rc == 0, err
+    assert json.loads(stdout)["rows"] == len(pd.read_csv(EXAMPLE))
+    fits = []
+    for src in (EXAMPLE, pq):
+        out = str(tmp_path / (Path(src).stem + Path(src).suffix[1:] + ".json"))
+        rc, _, err = run(["fit", src, "-o", out, "--model", "seed_id", "--starts", "1"], capsys)
+        assert rc == 0, err
+        fits.append(json.loads(Path(out).read_text())["values"])
+    assert fits[0] == fits[1]
+    rc, _, err = run(["convert", EXAMPLE, "-o", str(tmp_path / "t.csv")], capsys)
+    assert rc == 2 and "must end in '.parquet'" in err
+    rc, _, err = run(["convert", EXAMPLE, "-o", pq], capsys)
+    assert rc == 2 and "exists" in err
+
+
+def test_fit_refuses_a_scheduler_without_the_dask_backend(tmp_path, capsys):
+    out = tmp_path / "f.json"
+    rc, _, err = run(["fit", EXAMPLE, "-o", str(out), "--scheduler", "tcp://127.0.0.1:8786"],
+                     capsys)
+    assert rc == 2 and "only used by backend 'dask'" in err and not out.exists()

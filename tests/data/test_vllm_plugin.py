@@ -96,7 +96,7 @@ def test_killed_writer_leaves_a_readable_trace(tmp_path):
         "from perfmodel.data.collect.vllm_plugin import StepLogWriter\n"
         f"w = StepLogWriter({str(p)!r}, flush_rows=4, flush_s=1e9)\n"
         "for i in range(10):\n"
-        "    w.write({'step': i, 'batch_size': 2, 'total_tokens': 3, 'duration_ms': 2.0,"
+        "    w.write({'step': i, 'batch_size': 2, 'total_tokens': 3, 'duration_ms': 2.0 + i,"
         " 'chunk_sizes': '2;1', 'context_lens': '0;7', 'timestamp': 1.7e9 + i,"
         " 'num_decode': 1, 'num_prefill': 1})\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n")
