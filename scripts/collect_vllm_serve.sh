@@ -7,7 +7,8 @@
 #
 # Runs (names):
 #   rate-<R>             open loop, Poisson arrivals at R req/s, for every R in RATES
-#   repeat-<i>           REPEATS runs at REPEAT_RATE (run-to-run spread), seeds differ
+#   repeat-<i>           REPEATS runs at REPEAT_RATE with the same seed, i.e. the same requests and
+#                        arrivals (run-to-run spread of the engine and host alone)
 #   noplugin-1           REPEAT_RATE without the plugin: its overhead as the client sees it
 #   conc-<C>             closed loop, --max-concurrency C (request rate inf), for C in CONCURRENCIES
 #   budget-default-<R>   BUDGET_RATE with vLLM's default scheduler limits (no --max-num-seqs /
@@ -121,7 +122,8 @@ say "series $SERIES_DIR, model $MODEL_CONFIG, load now: $(cat /proc/loadavg)"
 run "$PY" scripts/vllm_serve_run.py model-dir "$MODEL_CONFIG" "$MODEL_DIR"
 s=$SEED
 for r in $RATES; do one_run "rate-$r" on "$r" "$s" "$LIMITS"; s=$((s + 1)); done
-for i in $(seq "$REPEATS"); do one_run "repeat-$i" on "$REPEAT_RATE" "$s" "$LIMITS"; s=$((s + 1)); done
+for i in $(seq "$REPEATS"); do one_run "repeat-$i" on "$REPEAT_RATE" "$((SEED + 100))" "$LIMITS"; done
+# the same requests as the repeats: the plugin's overhead is read against their spread
 [ "$NOPLUGIN_RUN" = 1 ] && one_run noplugin-1 off "$REPEAT_RATE" "$((SEED + 100))" "$LIMITS"
 for c in $CONCURRENCIES; do
   one_run "conc-$c" on inf "$s" "$LIMITS" --max-concurrency "$c"; s=$((s + 1))
