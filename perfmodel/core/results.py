@@ -20,6 +20,7 @@ import numpy as np
 
 from perfmodel import __version__
 from perfmodel._io import atomic_write_text
+from perfmodel.core.interval_calibration import KEY, check_interval_calibration
 from perfmodel.core.model import get_model
 from perfmodel.errors import InputError
 
@@ -127,6 +128,8 @@ class FitResult:
     provenance: dict[str, Any] = field(default_factory=dict)
     medians: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    #: held-out interval calibration (perfmodel.core.interval_calibration), or None
+    interval_calibration: dict | None = None
     # not serialised: arrays of the fitted data
     residuals: np.ndarray | None = field(default=None, repr=False)
     fitted: np.ndarray | None = field(default=None, repr=False)
@@ -264,6 +267,7 @@ class FitResult:
             "medians": self.medians,
             "provenance": self.provenance,
             "warnings": list(self.warnings),
+            **({KEY: self.interval_calibration} if self.interval_calibration else {}),
         }
 
     def to_json(self, path=None, *, force: bool = False) -> str:
@@ -317,6 +321,8 @@ class FitResult:
             provenance=dict(d.get("provenance", {})), medians=dict(d.get("medians", {})),
             warnings=list(d.get("warnings", [])),
         )
+        if d.get(KEY) is not None:
+            out.interval_calibration = check_interval_calibration(d[KEY])
         if "bootstrap" in d:
             out.provenance["bootstrap"] = d["bootstrap"]
         return out
