@@ -197,7 +197,8 @@ def cv_residuals(fit, df: pd.DataFrame, *, scheme: str = "auto", k: int = 5, see
     df : the fitted step trace (rows outside the fit's outlier window are dropped)
     scheme : ``'grouped'``, ``'blocked'`` or ``'auto'`` (blocked for a
         time-ordered trace, :func:`perfmodel.stats.validation.is_time_ordered`
-        or ``time_ordered=True``; grouped otherwise)
+        or ``time_ordered=True``, and grouped where its groups are too large
+        for ``k`` contiguous folds, said in ``folds['note']``; grouped otherwise)
     k, seed, time_ordered, block : passed to
         :func:`perfmodel.stats.validation.make_folds`
     n_starts : multi-start count of each refit (the first start is the fit's values)
@@ -212,10 +213,18 @@ def cv_residuals(fit, df: pd.DataFrame, *, scheme: str = "auto", k: int = 5, see
     if scheme not in ("auto", "grouped", "blocked"):
         raise InputError(f"scheme must be 'auto', 'grouped' or 'blocked', got {scheme!r}")
     d = _kept(fit, df)
+    note, splits = "", None
     if scheme == "auto":
         timed = is_time_ordered(d) if time_ordered is None else bool(time_ordered)
         scheme = "blocked" if timed else "grouped"
-    splits = make_folds(d, scheme, k=k, seed=seed, time_ordered=time_ordered, block=block)
+        try:
+            splits = make_folds(d, scheme, k=k, seed=seed, time_ordered=time_ordered, block=block)
+        except InputError as e:  # a few groups too large for contiguous folds
+            if scheme != "blocked":
+                raise
+            scheme, note = "grouped", f"blocked folds impossible ({e}); grouped folds used"
+    if splits is None:
+        splits = make_folds(d, scheme, k=k, seed=seed, time_ordered=time_ordered, block=block)
     scale = scale_of(fit)
     y = d["duration_ms"].to_numpy(float)
     out = np.full(len(d), np.nan)
@@ -227,7 +236,7 @@ def cv_residuals(fit, df: pd.DataFrame, *, scheme: str = "auto", k: int = 5, see
         out[te] = scale.residual(y[te], f.predict(d.iloc[te]))
     folds = {"scheme": scheme, "k": int(k), "seed": int(seed), "block": int(block),
              "time_ordered": time_ordered, "n_steps": int(np.isfinite(out).sum()),
-             "refit_starts": int(n_starts)}
+             "refit_starts": int(n_starts), **({"note": note} if note else {})}
     return out, folds
 
 
