@@ -21,9 +21,9 @@ otherwise), this script
 It prints (and with ``--out`` writes) the coverage per dataset x regime x
 level with the count of held-out steps ``n`` and the binomial standard
 error of the conformal coverage.  Regimes: ``all``; the phases of
-:func:`perfmodel.stats.validation.regime`; ``short`` / ``long`` by the
-calibration's rule (predicted time below / at least the median predicted
-time of the training steps); ``pred>=10ms`` (predicted time >= 10 ms).
+:func:`perfmodel.stats.validation.regime`; ``short`` / ``medium`` / ``long`` by the
+calibration's rule (predicted time in the bottom, middle or top third of the
+training steps' predicted times); ``pred>=10ms`` (predicted time >= 10 ms).
 
 Usage::
 
@@ -89,7 +89,7 @@ def one_part(df: pd.DataFrame, scheme: str, time_ordered, starts: int) -> pd.Dat
         cal = calibrate_intervals(fit, train, scheme=scheme, k=5, seed=0,
                                   time_ordered=time_ordered)
         mu = fit.predict(test)
-        phase, length = interval_regimes(test, mu, cal["regime_rule"]["length_threshold_ms"])
+        phase, length = interval_regimes(test, mu, cal["regime_rule"]["length_thresholds_ms"])
         y = test["duration_ms"].to_numpy(float)
         out = pd.DataFrame({"fold": i, "phase": phase, "length": length, "long10": mu >= 10.0})
         for lv in LEVELS:
@@ -105,8 +105,8 @@ def summarise(name: str, steps: pd.DataFrame) -> pd.DataFrame:
     masks = {"all": np.ones(len(steps), bool)}
     for p in ("decode-only", "mixed", "prefill-heavy"):
         masks[p] = (steps["phase"] == p).to_numpy()
-    masks["short"] = (steps["length"] == "short").to_numpy()
-    masks["long"] = (steps["length"] == "long").to_numpy()
+    for ln in ("short", "medium", "long"):
+        masks[ln] = (steps["length"] == ln).to_numpy()
     masks["pred>=10ms"] = steps["long10"].to_numpy()
     rows = []
     for reg, m in masks.items():

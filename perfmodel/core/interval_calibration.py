@@ -24,10 +24,10 @@ The stored object (JSON, self-contained)
 ``levels``
     increasing central coverage levels in (0, 1).
 ``regime_rule``
-    ``{'phase': {'prefill_ratio': r}, 'length_threshold_ms': t}``: a step's
-    phase is :func:`perfmodel.stats.validation.regime` with ``prefill_ratio``
-    ``r``; it is ``long`` when its predicted time is ``>= t`` ms, else
-    ``short``.
+    ``{'phase': {'prefill_ratio': r}, 'length_thresholds_ms': [t1, t2]}``: a
+    step's phase is :func:`perfmodel.stats.validation.regime` with
+    ``prefill_ratio`` ``r``; its length is ``short`` when its predicted time
+    is below ``t1`` ms, ``long`` at or above ``t2``, else ``medium``.
 ``min_count``
     the fewest residuals a pool needs to be used.
 ``pools``
@@ -68,7 +68,7 @@ METHOD = "mondrian-cv-conformal"
 #: phase labels (those of :func:`perfmodel.stats.validation.regime`)
 PHASES = ("decode-only", "mixed", "prefill-heavy")
 #: length labels
-LENGTHS = ("short", "long")
+LENGTHS = ("short", "medium", "long")
 #: the pool of every step
 ALL = "*|*"
 
@@ -147,12 +147,14 @@ def check_interval_calibration(obj: Any) -> dict:
         raise InputError(f"{KEY}.scale must be log, weight or absolute, got {obj['scale']!r}")
     levels = _check_levels(obj["levels"])
     rule = obj["regime_rule"]
-    if (not isinstance(rule, Mapping) or not _number(rule.get("length_threshold_ms"))
+    th = rule.get("length_thresholds_ms") if isinstance(rule, Mapping) else None
+    if (not isinstance(th, list) or len(th) != len(LENGTHS) - 1
+            or not all(_number(v) for v in th) or any(b < a for a, b in pairwise(th))
             or not isinstance(rule.get("phase"), Mapping)
             or not _number(rule["phase"].get("prefill_ratio"))
             or not rule["phase"]["prefill_ratio"] > 1):
-        raise InputError(f"{KEY}.regime_rule must hold a number length_threshold_ms and "
-                         "phase.prefill_ratio > 1")
+        raise InputError(f"{KEY}.regime_rule must hold length_thresholds_ms (two ascending "
+                         "numbers) and phase.prefill_ratio > 1")
     mc = obj["min_count"]
     if isinstance(mc, bool) or not isinstance(mc, int) or mc < 1:
         raise InputError(f"{KEY}.min_count must be an integer >= 1, got {mc!r}")

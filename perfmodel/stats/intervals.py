@@ -19,9 +19,10 @@ Method
    (``log(y / mu)`` by default) of every held-out step.
 2. *Regimes by rule* (:func:`interval_regimes`): the phase of
    :func:`perfmodel.stats.validation.regime` (decode-only / mixed /
-   prefill-heavy) times the length: ``long`` when the fit's predicted time is
-   at least the median predicted time of the fitted steps (stored as
-   ``length_threshold_ms``), else ``short``.  No rule depends on a dataset.
+   prefill-heavy) times the length: ``short`` / ``medium`` / ``long`` by the
+   fit's predicted time against the tertiles of the predicted times of the
+   fitted steps (stored as ``length_thresholds_ms``).  No rule depends on a
+   dataset.
 3. *Finite-sample conformal quantiles per pool* (:func:`conformal_bounds`):
    for ``n`` scores and level ``1 - a``, the upper bound is the
    ``ceil((n + 1)(1 - a/2))``-th smallest score and the lower bound the
@@ -31,8 +32,19 @@ Method
    Random World*, 2005; Lei et al., JASA 2018).
 4. *Mondrian fallback*: a step uses the finest pool of
    :func:`perfmodel.core.interval_calibration.pool_chain` (its cell, its
-   phase, every step) that holds at least ``min_count`` scores and has both
-   bounds at that level.
+   phase, every step) that holds at least ``min_count`` (50) scores and has
+   both bounds at that level.  Only where even the pool of every step has
+   too few scores for the level (fewer than ``(1 + level) / (1 - level)``)
+   does :func:`normal_tail_bounds` give the bound (flagged ``normal_tail``).
+
+Each pool also records the intraclass correlation of its scores within the
+fold engine's groups (configuration, identical schedule, time block) and the
+effective count ``n_eff`` (:func:`perfmodel.stats.uncertainty.intraclass_correlation`).
+They are diagnostics: where ``n_eff`` is small (Splitwise: about 30
+configurations per group, ICC ~0.8) held-out coverage per regime is only
+as good as a quantile of ~30 cluster effects allows (README, "Prediction
+intervals").  Using ``n_eff`` in the conformal rank (``conformal_bounds(...,
+n_eff=)``) was measured too and over-covered.
 5. *The interval* of a new step is ``scale.inverse(mu, [lower, upper])``
    about the full fit's ``mu``.
 
@@ -62,6 +74,7 @@ import pandas as pd
 from perfmodel.core.interval_calibration import (
     ALL,
     KEY,
+    LENGTHS,
     METHOD,
     VERSION,
     check_interval_calibration,
@@ -152,7 +165,7 @@ def conformal_bounds(scores, level, n_eff: float | None = None) -> tuple[float, 
     return float(s[n - k]), float(s[k - 1])
 
 
-def interval_regimes(df: pd.DataFrame, mu, threshold_ms: float,
+def interval_regimes(df: pd.DataFrame, mu, thresholds_ms,
                      prefill_ratio: float = PREFILL_RATIO) -> tuple[np.ndarray, np.ndarray]:
     """Phase and length label of each step (module docstring, "Regimes by rule").
 
@@ -161,7 +174,8 @@ def interval_regimes(df: pd.DataFrame, mu, threshold_ms: float,
     df : step trace (``batch_size``, ``total_tokens``; optional ``num_decode``,
         ``chunk_sizes``)
     mu : predicted step times (ms), one per row
-    threshold_ms : steps predicted at or above it are ``long``
+    thresholds_ms : two ascending times (ms): steps predicted below the first
+        are ``short``, at or above the second ``long``, else ``medium``
     prefill_ratio : passed to :func:`perfmodel.stats.validation.regime`
 
     Returns
@@ -172,7 +186,8 @@ def interval_regimes(df: pd.DataFrame, mu, threshold_ms: float,
     if mu.shape != (len(df),):
         raise InputError(f"mu must hold one prediction per row ({len(df)}), got {mu.shape}")
     phase = regime(df, prefill_ratio=prefill_ratio).astype(str).to_numpy(dtype=object)
-    length = np.where(mu >= float(threshold_ms), "long", "short").astype(object)
+    t1, t2 = (float(v) for v in thresholds_ms)
+    length = np.where(mu < t1, "short", np.where(mu >= t2, "long", "medium")).astype(object)
     return phase, length
 
 
@@ -250,7 +265,7 @@ def _pool(scores: np.ndarray, groups: np.ndarray, levels) -> dict:
     cs = intraclass_correlation(scores, groups)
     lower, upper, tail = [], [], []
     for lv in levels:
-        lo, hi = conformal_bounds(scores, lv, n_eff=cs.n_eff)
+        lo, hi = conformal_bounds(scores, lv)
         tail.append(not math.isfinite(hi))
         if tail[-1]:
             lo, hi = normal_tail_bounds(scores, lv, cs.n_eff)
@@ -319,22 +334,22 @@ def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int 
                                 time_ordered=time_ordered, block=block, n_starts=n_starts)
     d = _kept(fit, df)
     mu = fit.predict(d)
-    threshold = float(f"{np.median(mu):.6g}")
-    phase, length = interval_regimes(d, mu, threshold, prefill_ratio)
+    thresholds = [float(f"{v:.6g}") for v in np.quantile(mu, [1 / 3, 2 / 3])]
+    phase, length = interval_regimes(d, mu, thresholds, prefill_ratio)
     groups = fold_groups(d, time_ordered=time_ordered, block=block)
     ok = np.isfinite(resid)
     pools = {ALL: _pool(resid[ok], groups[ok], levels)}
     for p in sorted(set(phase[ok])):
         sel = ok & (phase == p)
         pools[f"{p}|*"] = _pool(resid[sel], groups[sel], levels)
-        for ln in ("short", "long"):
+        for ln in LENGTHS:
             cell = sel & (length == ln)
             if cell.any():
                 pools[f"{p}|{ln}"] = _pool(resid[cell], groups[cell], levels)
     cal = {"version": VERSION, "method": METHOD, "scale": scale_of(fit).name,
            "levels": levels, "min_count": min_count,
            "regime_rule": {"phase": {"prefill_ratio": float(prefill_ratio)},
-                           "length_threshold_ms": threshold},
+                           "length_thresholds_ms": thresholds},
            "pools": pools, "folds": folds}
     return check_interval_calibration(cal)
 
@@ -395,7 +410,7 @@ def conformal_interval(fit, df: pd.DataFrame, level, calibration: dict | None = 
     scale = get_scale(cal["scale"])
     mu = np.asarray(fit.predict(df), dtype=float)
     rule = cal["regime_rule"]
-    phase, length = interval_regimes(df, mu, rule["length_threshold_ms"],
+    phase, length = interval_regimes(df, mu, rule["length_thresholds_ms"],
                                      rule["phase"]["prefill_ratio"])
     lo, hi, used = _bounds_for(cal, phase, length, match[0])
     text = (f"{METHOD}: per-regime finite-sample quantiles of {cal['folds'].get('k')}-fold "

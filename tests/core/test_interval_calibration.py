@@ -11,7 +11,7 @@ from perfmodel.errors import InputError
 
 GOOD = {
     "version": 1, "method": "mondrian-cv-conformal", "scale": "log", "levels": [0.8, 0.9],
-    "regime_rule": {"phase": {"prefill_ratio": 32.0}, "length_threshold_ms": 12.5},
+    "regime_rule": {"phase": {"prefill_ratio": 32.0}, "length_thresholds_ms": [5.0, 12.5]},
     "min_count": 50,
     "pools": {"*|*": {"n": 300, "lower": [-0.1, -0.2], "upper": [0.1, 0.2]},
               "mixed|long": {"n": 80, "lower": [-0.1, None], "upper": [0.1, None]}},

@@ -136,4 +136,4 @@ def test_calibration_records_regime_rule_counts_and_folds(calibrated):
     assert cal["folds"]["scheme"] == "blocked" and cal["folds"]["k"] == 5  # time-ordered trace
     assert cal["pools"]["*|*"]["n"] == cal["folds"]["n_steps"] == 1500
     assert sum(p["n"] for k, p in cal["pools"].items() if k.endswith("|*") and k != "*|*") == 1500
-    assert cal["regime_rule"]["length_threshold_ms"] > 0
+    assert 0 < cal["regime_rule"]["length_thresholds_ms"][0] <= cal["regime_rule"]["length_thresholds_ms"][1]
