@@ -7,8 +7,8 @@ assumes one residual distribution (t with the fit's ``s^2``) for every
 step, fitted and judged on the same steps.  On real traces the residual
 spread differs between decode, mixed and prefill steps and between short
 and long steps, and out-of-sample residuals are wider than in-sample ones,
-so "met with probability 0.95" fails where it matters (README, "Prediction
-intervals", has the measured coverage).
+so "met with probability 0.95" fails where it matters (measured coverage:
+README.md, Prediction intervals).
 
 Method
 ------
@@ -36,17 +36,18 @@ Method
    both bounds at that level.  Only where even the pool of every step has
    too few scores for the level (fewer than ``(1 + level) / (1 - level)``)
    does :func:`normal_tail_bounds` give the bound (flagged ``normal_tail``).
+5. *The interval* of a new step is ``scale.inverse(mu, [lower, upper])``
+   about the full fit's ``mu``.
 
 Each pool also records the intraclass correlation of its scores within the
 fold engine's groups (configuration, identical schedule, time block) and the
-effective count ``n_eff`` (:func:`perfmodel.stats.uncertainty.intraclass_correlation`).
-They are diagnostics: where ``n_eff`` is small (Splitwise: about 30
-configurations per group, ICC ~0.8) held-out coverage per regime is only
-as good as a quantile of ~30 cluster effects allows (README, "Prediction
-intervals").  Using ``n_eff`` in the conformal rank (``conformal_bounds(...,
-n_eff=)``) was measured too and over-covered.
-5. *The interval* of a new step is ``scale.inverse(mu, [lower, upper])``
-   about the full fit's ``mu``.
+effective count ``n_eff``
+(:func:`perfmodel.stats.uncertainty.intraclass_correlation`).  They are
+diagnostics: where ``n_eff`` is small (Splitwise: about 30 configurations
+per group, ICC 0.7-0.98) held-out coverage per regime is only as good as a
+quantile of ~30 configuration effects allows (README.md, Prediction
+intervals).  Using ``n_eff`` in the conformal rank
+(``conformal_bounds(..., n_eff=)``) was measured too and over-covered.
 
 The scores come from refits on the training folds, while ``mu`` is the full
 fit's (the "cross-validation residual" form of CV+ / cross-conformal
