@@ -26,8 +26,14 @@
 # loses its core and the other spins): the run then takes hours and the steps are flagged as
 # contended. Nothing else may run during collection.
 #
+# Confirmation data (collected after the model of record was frozen; docs/model.md, "Model of
+# record"): MODELS=llama-mid PARTS=sweeps scripts/collect_all.sh collects llama-mid (5 layers,
+# hidden 512, GQA 8/4 heads: a size and head layout used nowhere before) with the same collector:
+# mixed-r1..r3 + decode_sweep + prefill_sweep + fixed_tokens (no closed loop).
+#
 # Run from the repository root, with nothing else running on the machine:
 #   scripts/collect_all.sh            # refuses if any output file exists
+#   MODELS="llama-tiny" PARTS=sweeps scripts/collect_all.sh   # a subset
 #   PY=/path/to/python scripts/collect_all.sh
 #   EAGER=1 scripts/collect_all.sh    # --enforce-eager: no torch.compile at each of the 18 engine
 #                                     # starts (saves ~10 min; steps ~15-25% slower than compiled)
@@ -46,10 +52,16 @@ if ! "$PY" -c "import vllm" 2>/dev/null; then
 fi
 
 # Every trace this script writes (the CLI adds .meta.json, .summary.json, .calib-*.csv).
+MODELS=${MODELS:-llama-tiny llama-small}
+PARTS=${PARTS:-all}  # all | sweeps (no closed loop)
+case "$PARTS" in all|sweeps) ;; *) echo "collect_all: PARTS must be all or sweeps, not '$PARTS'" >&2; exit 2;; esac
+files=(mixed-r1 mixed-r2 mixed-r3 decode_sweep prefill_sweep fixed_tokens)
+[[ $PARTS == all ]] && files+=(closed_loop-r1 closed_loop-r2 closed_loop-r3)
 planned=()
-for m in llama-tiny llama-small; do
-  for f in mixed-r1 mixed-r2 mixed-r3 decode_sweep prefill_sweep fixed_tokens \
-           closed_loop-r1 closed_loop-r2 closed_loop-r3; do
+for m in $MODELS; do
+  case "$m" in llama-tiny|llama-small|llama-mid) ;;
+    *) echo "collect_all: unknown model '$m' (llama-tiny, llama-small, llama-mid)" >&2; exit 2;; esac
+  for f in "${files[@]}"; do
     planned+=("$OUT/$m/$f")
   done
 done
@@ -71,7 +83,7 @@ collect() {  # collect MODEL WORKLOAD NAME [extra args...]
   local model=$1 workload=$2 name=$3
   shift 3
   local t0=$SECONDS
-  "$PY" -m perfmodel.collect vllm --model-config "$model" --workload "$workload" \
+  "$PY" -m perfmodel collect vllm --model-config "$model" --workload "$workload" \
     --random-state "$SEED" --warmup-steps "$WARMUP" -o "$OUT/$model/$name.csv" ${EAGER:+--enforce-eager} "$@" \
     > "$LOGDIR/$model-$name.log" 2>&1 || { tail -20 "$LOGDIR/$model-$name.log" >&2; exit 1; }
   echo "  $model/$name: $((SECONDS - t0)) s"
@@ -84,12 +96,18 @@ run_model() {  # run_model MODEL MIXED_STEPS DECODE PREFILL FIXED FIXED_CAP CALI
   collect "$m" decode_sweep decode_sweep --steps "$dec"
   collect "$m" prefill_sweep prefill_sweep --steps "$pre"
   collect "$m" fixed_tokens fixed_tokens --steps "$fixed" --param "token_cap=$fixed_cap"
+  [[ $PARTS == all ]] || return 0
   for r in 1 2 3; do
     collect "$m" closed_loop "closed_loop-r$r" --calibration-steps "$calib"
   done
 }
 
-run_model llama-tiny 1500 800 600 1500 512 150
-run_model llama-small 800 400 300 1000 256 100
+for m in $MODELS; do
+  case "$m" in
+    llama-tiny)  run_model llama-tiny 1500 800 600 1500 512 150 ;;
+    llama-small) run_model llama-small 800 400 300 1000 256 100 ;;
+    llama-mid)   run_model llama-mid 800 400 300 800 256 100 ;;
+  esac
+done
 
 echo "collect_all: done $(date -u +%FT%TZ); engine logs in $LOGDIR"

@@ -23,7 +23,7 @@ TEXT_SUFFIXES = {".py", ".sh", ".md", ".ipynb", ".txt", ".toml", ".yaml", ".yml"
 #: references a reader of the repository cannot open (pattern -> what it is)
 UNREACHABLE = {
     r"\b(?:MODEL|CONTRACT|STYLE|DATA|TOOLCHAIN)\.md\b": "developers' notes outside the repository",
-    r"SOURCE\.txt": "a data mirror's provenance file (cite perfmodel/data/datasets.py or upstream)",
+    r"SOURCE\.txt": "a data mirror's provenance file (cite perfmodel/data/datasets/ or upstream)",
     r"\b[Ss]eeds?[ -]?0\d\d\b": "an internal document number",
     r"\b[Ss]ource (?:document|report)s?\b": "internal documents",
     r"\b[Ii]ssues? \d+\b": "an internal issue number (state the reason instead)",

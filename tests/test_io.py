@@ -172,3 +172,36 @@ def test_sha256_file(tmp_path):
     assert sha256_file(p) == hashlib.sha256(data).hexdigest()
     with pytest.raises(FileNotFoundError):
         sha256_file(tmp_path / "missing")
+
+
+def test_create_without_links_still_refuses_an_existing_name(tmp_path, monkeypatch):
+    """Where hard links are unsupported the name is reserved with O_EXCL, then renamed."""
+    import errno as _errno
+
+    from perfmodel import _io
+
+    def no_link(src, dst):
+        raise OSError(_errno.EPERM, "links not supported here")
+
+    monkeypatch.setattr(_io.os, "link", no_link)
+    target = tmp_path / "out.txt"
+    _io.atomic_write_text(target, "first")
+    assert target.read_text() == "first"
+    with pytest.raises(InputError, match="exists"):
+        _io.atomic_write_text(target, "second")
+    _io.atomic_write_text(target, "third", force=True)
+    assert target.read_text() == "third"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+
+
+def test_output_that_is_an_input_is_refused(tmp_path):
+    from perfmodel._io import atomic_write_text, check_output_path
+
+    src = tmp_path / "in.csv"
+    src.write_text("a\n1\n")
+    with pytest.raises(InputError, match="input"):
+        check_output_path(src, force=True, inputs=[src])
+    with pytest.raises(InputError, match="input"):
+        atomic_write_text(src, "x", force=True, inputs=[tmp_path / "missing.csv", src])
+    assert src.read_text() == "a\n1\n"
+    atomic_write_text(tmp_path / "out.csv", "x", inputs=[src])  # another name: fine

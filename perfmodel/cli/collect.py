@@ -37,7 +37,7 @@ _JSON_HELP = "print the final summary (files written, rows) as one JSON object"
 def add_vllm_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the ``collect vllm`` options to ``p``."""
     p.add_argument("--model-config", required=True,
-                   help="config.json path, or a shipped name: llama-tiny, llama-small")
+                   help="config.json path, or a shipped name: llama-tiny, llama-small, llama-mid")
     p.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
     p.add_argument("--steps", type=int, default=None,
                    help="steps to record (closed_loop: optional safety cap)")

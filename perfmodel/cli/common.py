@@ -10,8 +10,8 @@ from pathlib import Path
 from perfmodel._io import check_output_path, json_safe
 from perfmodel.errors import PerfmodelError
 
-__all__ = ["DeprecatedAlias", "Parser", "UsageError", "add_random_state_argument",
-           "check_output", "emit"]
+__all__ = ["DeprecatedAlias", "Parser", "UsageError", "add_backend_arguments",
+           "add_random_state_argument", "check_output", "emit"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -38,6 +38,17 @@ class DeprecatedAlias(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
+def _seed(text: str) -> int:
+    """A random seed on the command line: an integer >= 0 (argparse names the option)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return v
+
+
 def add_random_state_argument(parser: argparse.ArgumentParser, what: str,
                               default: int = 0) -> None:
     """``--random-state N``: the random seed of a sub-command (stored as ``args.seed``).
@@ -46,11 +57,23 @@ def add_random_state_argument(parser: argparse.ArgumentParser, what: str,
     model (``--model seed``); ``--seed N`` still works as a hidden,
     deprecated alias (it warns on stderr).
     """
-    parser.add_argument("--random-state", dest="seed", type=int, default=default, metavar="N",
+    parser.add_argument("--random-state", dest="seed", type=_seed, default=default, metavar="N",
                         help=f"random seed of {what} (default: %(default)s)")
-    parser.add_argument("--seed", dest="seed", type=int, default=argparse.SUPPRESS,
+    parser.add_argument("--seed", dest="seed", type=_seed, default=argparse.SUPPRESS,
                         action=DeprecatedAlias, new_option="--random-state",
                         help=argparse.SUPPRESS)
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--backend {loky,dask}`` and ``--scheduler ADDRESS``: where the parallel work runs
+    (:func:`perfmodel._parallel.map_tasks`; README, "Scaling out")."""
+    from perfmodel._parallel import BACKENDS
+
+    parser.add_argument("--backend", default="loky", choices=list(BACKENDS),
+                        help="parallel backend: loky (local cores, default) or dask (a Dask "
+                             "cluster: --scheduler, or a LocalCluster on this machine)")
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                        help="with --backend dask: the scheduler, e.g. tcp://host:8786")
 
 
 def emit(args, text: str, obj) -> None:
@@ -60,11 +83,14 @@ def emit(args, text: str, obj) -> None:
         print(text)
 
 
-def check_output(path, force: bool) -> Path:
+def check_output(path, force: bool, inputs=()) -> Path:
+    """Check ``-o/--output`` before any work: not an existing file without ``--force``,
+    never a device, FIFO, link or folder, never one of the command's ``inputs``."""
     p = Path(path)
+    # a device, FIFO, link, folder or input file: refused whatever --force says
+    check_output_path(p, force=True, inputs=inputs)
     if p.exists() and not force:
         raise PerfmodelError(f"output {p} exists; pass --force to overwrite it")
     if not p.parent.exists():
         raise PerfmodelError(f"output folder {p.parent} does not exist")
-    check_output_path(p, force=True)  # a device, FIFO, link or folder: refused before any work
     return p

@@ -3,8 +3,12 @@
 Every sub-command checks its input first.  On bad input it prints ONE line,
 ``perfmodel: error: <what is wrong>``, to standard error and exits with
 status 2 -- never a traceback.  It never overwrites an existing output file
-unless ``--force`` is given, and writes outputs atomically (temporary file
-plus rename), so a failed run leaves no truncated file behind.
+unless ``--force`` is given, never one of its own inputs or anything that is
+not a regular file (even with ``--force``), and writes outputs atomically
+(temporary file plus link or rename, :mod:`perfmodel._io`), so a failed,
+interrupted (Ctrl-C, exit 130) or terminated (SIGTERM, exit 143) run leaves
+no truncated file behind.  Warnings raised on the way to an error are not
+shown; those of a successful run are shown after it.
 """
 from __future__ import annotations
 
@@ -12,21 +16,33 @@ import argparse
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from perfmodel import __version__
-from perfmodel._io import atomic_write_text, json_safe
+from perfmodel._checks import check_int_range
+from perfmodel._io import Terminated, atomic_write_text, json_safe, terminate_as_interrupt
+from perfmodel.cli import capacity as cli_capacity
 from perfmodel.cli import collect as cli_collect
 from perfmodel.cli import compare as cli_compare
+from perfmodel.cli import convert as cli_convert
 from perfmodel.cli import factors as cli_factors
+from perfmodel.cli import replay as cli_replay
 from perfmodel.cli import simulate as cli_simulate
 from perfmodel.cli import sla as cli_sla
-from perfmodel.cli.common import Parser, UsageError, add_random_state_argument, check_output, emit
-from perfmodel.errors import PerfmodelError
+from perfmodel.cli.common import (
+    Parser,
+    UsageError,
+    add_backend_arguments,
+    add_random_state_argument,
+    check_output,
+    emit,
+)
+from perfmodel.errors import InputError, PerfmodelError
 
-#: the default model and loss; chosen from held-out measurements (README, "Defaults")
+#: the default model and loss; chosen from held-out measurements (README, "Model of record")
 DEFAULT_MODEL = "auto"
 DEFAULT_LOSS = "linear"
 
@@ -42,16 +58,23 @@ def resolve_model(name: str, df) -> str:
 
 # ---------------------------------------------------------------------------
 def cmd_fit(args):
+    from perfmodel._parallel import check_backend
     from perfmodel.core.fit import fit_model
     from perfmodel.data.trace import read_trace, trace_sha256
 
-    out = check_output(args.output, args.force)
-    df = read_trace(args.trace, drop_invalid=args.drop_invalid)
+    check_int_range("--starts", args.starts, 1)
+    if args.bootstrap:
+        check_int_range("--bootstrap", args.bootstrap, 2)
+    check_backend(args.backend, args.scheduler)
+    out = check_output(args.output, args.force, inputs=[args.trace])
+    df = read_trace(args.trace, drop_invalid=args.drop_invalid,
+                    allow_degenerate=args.allow_degenerate, lists="arrow")
     model = resolve_model(args.model, df)
     window = tuple(args.outlier_window) if args.outlier_window else None
     relative = "absolute" if args.absolute else args.relative
     res = fit_model(df, model, loss=args.loss, relative=relative, n_starts=args.starts,
-                    seed=args.seed, outlier_window=window, scale=not args.no_scale)
+                    seed=args.seed, outlier_window=window, scale=not args.no_scale,
+                    allow_degenerate=args.allow_degenerate)
     res.provenance["trace"] = str(args.trace)
     res.provenance["trace_sha256"] = trace_sha256(args.trace)
     if df.attrs.get("alias_map"):
@@ -70,12 +93,12 @@ def cmd_fit(args):
             groups = fold_groups(df)
         bs = bootstrap(res, df, n_boot=args.bootstrap, scheme=args.scheme, seed=args.seed,
                        n_jobs=args.jobs, method=args.ci_method, progress=not args.json,
-                       groups=groups)
+                       backend=args.backend, scheduler=args.scheduler, groups=groups)
         attach_bootstrap(res, bs)
         summary = res.summary()
         summary["bootstrap"] = res.provenance["bootstrap"]
     atomic_write_text(out, json.dumps(json_safe(summary), indent=2, allow_nan=False) + "\n",
-                      force=args.force)
+                      force=args.force, inputs=[args.trace])
     emit(args, res.fit_report() + f"\n\nwrote {out}", summary)
     return 0
 
@@ -118,10 +141,15 @@ def cmd_report(args):
 def cmd_predict(args):
     from perfmodel.data.trace import read_trace
 
-    out = check_output(args.output, args.force)
+    inputs = [args.fit, args.trace]
+    out = check_output(args.output, args.force, inputs=inputs)
     res = _load_fit(args.fit)
     df = read_trace(args.trace, drop_invalid=args.drop_invalid, require_duration=False)
     pred = res.predict(df)
+    bad = ~np.isfinite(pred) | (pred <= 0)
+    if bad.any():
+        raise InputError(f"the fit in {args.fit} predicts {int(bad.sum())} non-finite or "
+                         f"non-positive step times on {args.trace}: nothing written")
     table = df.copy()
     table["predicted_ms"] = pred
     obj = {"output": str(out), "rows": len(table), "model": res.model_name,
@@ -137,7 +165,8 @@ def cmd_predict(args):
         cols += ", lower_ms, upper_ms"
         print(f"perfmodel: interval {iv.level:g}: {iv.method}: {iv.description}",
               file=sys.stderr)
-    atomic_write_text(out, table.to_csv(index=False), force=args.force)
+    json.dumps(json_safe(obj), allow_nan=False)  # everything checked before the write
+    atomic_write_text(out, table.to_csv(index=False), force=args.force, inputs=inputs)
     emit(args, f"wrote {len(table)} rows with {cols} to {out}", obj)
     return 0
 
@@ -204,6 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--outlier-window", type=float, nargs=2, metavar=("LOW_MS", "HIGH_MS"),
                    help="drop steps outside [LOW, HIGH] ms (off by default; e.g. 1 300)")
     f.add_argument("--drop-invalid", action="store_true", help="drop invalid rows and report them")
+    f.add_argument("--allow-degenerate", action="store_true",
+                   help="fit a degenerate trace (every row identical, durations below 1 "
+                        "microsecond, a single (B, S)) instead of refusing it")
     f.add_argument("--bootstrap", type=int, default=0, metavar="N", help="add N bootstrap intervals")
     f.add_argument("--scheme", default="pairs",
                    choices=["pairs", "residual", "wild", "block", "cluster"],
@@ -215,6 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: conformal; costs k = 5 refits)")
     f.add_argument("--ci-method", default="percentile", choices=["percentile", "bca"])
     f.add_argument("--jobs", type=int, default=1, help="parallel jobs for the bootstrap")
+    add_backend_arguments(f)
     f.set_defaults(func=cmd_fit)
 
     r = sub.add_parser("report", help="print the fit report of FIT.json")
@@ -251,6 +284,14 @@ def build_parser() -> argparse.ArgumentParser:
          cli_simulate.add_simulate_arguments, cli_simulate.simulate_command),
         ("factors", "secondary-factor analysis at a fixed step size", {},
          cli_factors.add_factors_arguments, cli_factors.factors_command),
+        ("capacity", "highest request rate / concurrency meeting TTFT-TPOT SLOs", {},
+         cli_capacity.add_capacity_arguments, cli_capacity.capacity_command),
+        ("tune", "token budget and max_num_seqs that maximise goodput under SLOs", {},
+         cli_capacity.add_tune_arguments, cli_capacity.tune_command),
+        ("replay", "replay a serving run's requests (TTFT, TPOT, latency)", {},
+         cli_replay.add_replay_arguments, cli_replay.replay_command),
+        ("convert", "write a trace as Parquet (recommended for large traces)", {"out": True},
+         cli_convert.add_convert_arguments, cli_convert.convert_command),
     ):
         sp = sub.add_parser(name, help=text)
         add_arguments(sp)
@@ -261,12 +302,27 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _run_command(args) -> int:
+    """Run the sub-command; its warnings are shown only if it succeeds.
+
+    A bad value often makes numpy warn (``invalid value encountered``) on its
+    way to the one-line error; those warnings are noise before the error, so
+    they are held back and shown after a successful run only.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        rc = int(args.func(args) or 0)
+    for w in caught:
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return rc
+
+
 def main(argv=None) -> int:
     """Entry point of the ``perfmodel`` console script."""
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
-        return int(args.func(args) or 0)
+        with terminate_as_interrupt():
+            return _run_command(args)
     except UsageError as e:
         print(f"perfmodel: error: {e}", file=sys.stderr)
         return 2
@@ -275,8 +331,13 @@ def main(argv=None) -> int:
         print(f"perfmodel: error: {msg}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("perfmodel: interrupted", file=sys.stderr)
+        print("perfmodel: interrupted (SIGINT); nothing half-written is left (a temporary "
+              "output file, if any, was removed)", file=sys.stderr)
         return 130
+    except Terminated:
+        print("perfmodel: terminated (SIGTERM); nothing half-written is left (a temporary "
+              "output file, if any, was removed)", file=sys.stderr)
+        return 143
     except Exception as e:
         if os.environ.get("PERFMODEL_DEBUG"):
             raise

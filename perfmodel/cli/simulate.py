@@ -52,7 +52,7 @@ def simulate_command(args) -> tuple[str, dict]:
     common = {"max_num_seqs": args.max_num_seqs,
                   "max_num_batched_tokens": args.max_num_batched_tokens,
                   "policy": args.policy, "enable_chunked_prefill": not args.no_chunked_prefill,
-                  "step_overhead_ms": overhead, "seed": args.seed, "keep_steps": True}
+                  "step_overhead_ms": overhead, "seed": args.seed, "keep_steps": False}
     if args.concurrency is not None and args.rate is not None:
         raise InputError("give --concurrency (closed loop) or --rate (open loop), not both")
     if args.rate is not None:

@@ -264,13 +264,33 @@ def _mad_scale(r):
     return s if s > 0 else max(np.std(r), 1e-12)
 
 
-def _prepare(data, y, model: Model, outlier_window):
+def _as_float_array(name: str, v) -> np.ndarray:
+    """``v`` as a 1-D float array, or InputError naming ``name`` (strings, complex, dates)."""
+    a = np.asarray(v)
+    if a.dtype.kind not in "biuf" or a.dtype.kind == "b":
+        raise InputError(f"{name} must be numeric, got values of type {a.dtype}")
+    return a.astype(float).ravel()
+
+
+def _check_feature_values(feats: dict) -> None:
+    """Finite, non-negative feature values (counts, tokens, context sums)."""
+    from perfmodel._checks import rows_text
+
+    for k, v in feats.items():
+        bad = ~np.isfinite(v)
+        if bad.any():
+            raise InputError(f"feature {k!r} has non-finite values (NaN or inf) at {rows_text(bad)}")
+        if (neg := v < 0).any():
+            raise InputError(f"feature {k!r} has negative values at {rows_text(neg)}")
+
+
+def _prepare(data, y, model: Model, outlier_window, allow_degenerate: bool = False):
     """Features dict, y, and the dropped-row note, from a DataFrame or dict."""
     if isinstance(data, dict):
-        feats = {k: np.asarray(v, float) for k, v in data.items()}
+        feats = {k: _as_float_array(f"feature {k!r}", v) for k, v in data.items()}
         if y is None:
             raise InputError("y is required when data is a feature dict")
-        y = np.asarray(y, float).ravel()
+        y = _as_float_array("y", y)
         sha = None
     else:
         import pandas as pd
@@ -279,11 +299,12 @@ def _prepare(data, y, model: Model, outlier_window):
 
         if not isinstance(data, pd.DataFrame):
             raise InputError(f"data must be a step trace DataFrame or a feature dict, got {type(data).__name__}")
-        df = validate_trace(data)
+        df = validate_trace(data, allow_degenerate=allow_degenerate)
         feats = step_features(df)
-        y = df["duration_ms"].to_numpy(float) if y is None else np.asarray(y, float).ravel()
+        y = df["duration_ms"].to_numpy(float) if y is None else _as_float_array("y", y)
         sha = df.attrs.get("sha256")
     feats = model.check_features(feats)
+    _check_feature_values(feats)
     n = len(next(iter(feats.values())))
     if y.shape != (n,):
         raise InputError(f"y has {y.size} values but the features have {n} rows")
@@ -295,8 +316,6 @@ def _prepare(data, y, model: Model, outlier_window):
     keep = np.ones(n, bool)
     if outlier_window is not None:
         lo, hi = outlier_window
-        if not (np.isfinite(lo) and np.isfinite(hi) and 0 <= lo < hi):
-            raise InputError(f"outlier_window must be (low, high) with 0 <= low < high, got {outlier_window!r}")
         keep = (y >= lo) & (y <= hi)
         rows = np.nonzero(~keep)[0]
         dropped = {"window_ms": [float(lo), float(hi)], "n_dropped": int(rows.size),
@@ -333,6 +352,60 @@ def _restart_until_stalled(refit: Callable[[np.ndarray], CurveFit], r: CurveFit,
         if not improved or gain <= rtol * abs(r.cost):
             return r
     return r
+
+
+def _check_fit_arguments(*, f_scale, weights, seed, outlier_window, x0, max_nfev, tukey_c,
+                         max_irls, multistart_subsample, tol, x_scale, scale,
+                         allow_degenerate):
+    """Every scalar option of :func:`fit_model`; returns the outlier window as floats (or None)."""
+    from perfmodel._checks import check_int_range, check_number, check_positive
+
+    if f_scale is not None:
+        check_positive("f_scale", f_scale)
+    if weights is not None:
+        w = _as_float_array("weights", weights)
+        if (~np.isfinite(w) | (w < 0)).any():
+            raise InputError("weights must be finite and >= 0")
+        if not (w > 0).any():
+            raise InputError("weights are all zero: no step would be fitted")
+    if seed is not None and not isinstance(seed, (np.random.SeedSequence, np.random.Generator)):
+        check_int_range("seed", seed, 0)
+    window = None
+    if outlier_window is not None:
+        if isinstance(outlier_window, (str, bytes)) or not hasattr(outlier_window, "__len__") \
+                or len(outlier_window) != 2:
+            raise InputError(f"outlier_window must be (low_ms, high_ms), got {outlier_window!r}")
+        lo = check_number("outlier_window[0] (low_ms)", outlier_window[0], lo=0)
+        hi = check_number("outlier_window[1] (high_ms)", outlier_window[1], lo=lo, lo_open=True)
+        window = (lo, hi)
+    if max_nfev is not None:
+        check_int_range("max_nfev", max_nfev, 1)
+    check_positive("tukey_c", tukey_c)
+    check_int_range("max_irls", max_irls, 1)
+    if multistart_subsample is not None:
+        check_int_range("multistart_subsample", multistart_subsample, 2)
+    check_number("tol", tol, lo=float(np.finfo(float).eps), hi=1.0, lo_open=True, hi_open=True)
+    if not (isinstance(x_scale, str) and x_scale == "jac"):
+        xs = _as_float_array("x_scale", x_scale) if not isinstance(x_scale, str) else None
+        if xs is None or not np.all(np.isfinite(xs) & (xs > 0)):
+            raise InputError(f"x_scale must be 'jac' or positive finite numbers, got {x_scale!r}")
+    for name, v in (("scale", scale), ("allow_degenerate", allow_degenerate)):
+        if not isinstance(v, (bool, np.bool_)):
+            raise InputError(f"{name} must be True or False, got {v!r}")
+    if x0 is not None and isinstance(x0, (str, bytes)):
+        raise InputError(f"x0 must be parameter values, got {x0!r}")
+    return window
+
+
+def _check_spread(feats, keep, allow_degenerate: bool) -> None:
+    """Refuse fitted steps that all share one (B, S): nothing separates overhead from work."""
+    if allow_degenerate or "B" not in feats or "S" not in feats:
+        return
+    B, S = feats["B"][keep], feats["S"][keep]
+    if B.size > 1 and np.ptp(B) == 0 and np.ptp(S) == 0:
+        raise InputError(f"every fitted step has the single (B, S) = ({B[0]:g}, {S[0]:g}): "
+                         "no parameter can be identified; pass allow_degenerate=True "
+                         "(--allow-degenerate) to fit it anyway")
 
 
 def _check_options(model, loss, relative, n_starts) -> tuple[Model, Model]:
@@ -509,7 +582,7 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
               scale: bool = True, outlier_window=None, x0=None, max_nfev: int | None = 2000,
               tukey_c: float = 4.685, max_irls: int = 30,
               multistart_subsample: int | None = 5000, tol: float = 1e-8,
-              x_scale="jac"):
+              x_scale="jac", allow_degenerate: bool = False):
     """Fit a latency model to a step trace.
 
     Problem: minimise ``0.5 sum rho(r_i^2)`` with ``r_i = log T_hat_i - log T_i``
@@ -543,6 +616,11 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
     multistart_subsample : int or None; above this many steps the starts
         are compared on a seeded subsample of this size and the best one is
         then refined on all steps (None: every start on all steps)
+    allow_degenerate : fit a degenerate trace (identical rows, sub-microsecond
+        durations, a single (B, S)) instead of refusing it
+
+    Every argument is checked first: a bad one raises
+    :class:`~perfmodel.errors.InputError` naming it.
 
     Returns
     -------
@@ -551,7 +629,13 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
     from perfmodel.core.results import FitData, FitEstimate, FitOptions, FitResult
 
     native, m = _check_options(model, loss, relative, n_starts)
-    feats_all, y_all, keep, dropped, sha = _prepare(data, y, m, outlier_window)
+    window = _check_fit_arguments(
+        f_scale=f_scale, weights=weights, seed=seed, outlier_window=outlier_window, x0=x0,
+        max_nfev=max_nfev, tukey_c=tukey_c, max_irls=max_irls,
+        multistart_subsample=multistart_subsample, tol=tol, x_scale=x_scale, scale=scale,
+        allow_degenerate=allow_degenerate)
+    feats_all, y_all, keep, dropped, sha = _prepare(data, y, m, window, allow_degenerate)
+    _check_spread(feats_all, keep, allow_degenerate)
     feats, yk, wk = _kept_rows(m, feats_all, y_all, keep, weights)
     med, pscale, prob = _scaled_problem(m, feats, yk, wk, relative=relative, scale=scale,
                                         tol=tol, max_nfev=max_nfev, x_scale=x_scale)

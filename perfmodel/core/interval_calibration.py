@@ -8,8 +8,11 @@ fold engine) and keeps, per regime, the finite-sample conformal quantiles
 of those residuals at a grid of levels.  ``perfmodel predict --interval``
 reads them back from FIT.json.  This module owns the stored form: the
 constants that name it and :func:`check_interval_calibration`, the one
-validator (a FIT.json loader calls it; it raises
-:class:`perfmodel.errors.InputError` naming the first problem).  Fitting
+validator (it raises :class:`perfmodel.errors.InputError` naming the first
+problem).  Reading FIT.json only checks that the key holds an object
+(:mod:`perfmodel.core.fit_format`); its contents are validated where they
+are used (:func:`perfmodel.stats.intervals.conformal_interval`, so
+``perfmodel predict --interval`` exits 2 on a damaged calibration).  Fitting
 and applying the calibration live in :mod:`perfmodel.stats.intervals`
 (layers: core < stats).
 

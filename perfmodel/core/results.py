@@ -20,11 +20,13 @@ import numpy as np
 
 from perfmodel import __version__
 from perfmodel._io import atomic_write_text
-from perfmodel.core.interval_calibration import KEY, check_interval_calibration
+from perfmodel.core.fit_format import FIT_FORMAT_VERSION, check_fit_dict
+from perfmodel.core.interval_calibration import KEY
 from perfmodel.core.model import get_model
 from perfmodel.errors import InputError
 
-__all__ = ["FitData", "FitEstimate", "FitOptions", "FitResult", "atomic_write_text"]
+__all__ = ["FIT_FORMAT_VERSION", "FitData", "FitEstimate", "FitOptions", "FitResult",
+           "atomic_write_text"]
 
 CORR_WARN = 0.95
 
@@ -244,6 +246,7 @@ class FitResult:
     def summary(self) -> dict[str, Any]:
         """A JSON-safe dict of everything but the data arrays."""
         return {
+            "format_version": FIT_FORMAT_VERSION,
             "model": self.model_name,
             "fitted_model": self.fitted_model_name,
             "formula": self.model.formula,
@@ -279,28 +282,40 @@ class FitResult:
 
     @classmethod
     def from_json(cls, source) -> FitResult:
-        """Rebuild a FitResult from :meth:`to_json` output (a path or a JSON string)."""
+        """Rebuild a FitResult from :meth:`to_json` output (a path, a JSON string or a dict).
+
+        The document is checked against the FIT.json schema first
+        (:func:`perfmodel.core.fit_format.check_fit_dict`: keys, types,
+        lengths against the model, parameters finite and inside the model's
+        bounds, ``format_version``); a file without ``format_version`` (written
+        before the format was versioned) is read as version 1.
+        """
+        where = None
         if isinstance(source, dict):
             d = source
         else:
             text = str(source)
             p = Path(text) if len(text) < 4096 and not text.lstrip().startswith("{") else None
             if p is not None:
+                where = str(p)
                 if not p.exists():
                     raise InputError(f"fit file {p} does not exist")
-                text = p.read_text()
+                if not p.is_file():
+                    raise InputError(f"fit file {p} is not a regular file")
+                try:
+                    text = p.read_text(encoding="utf-8")
+                except UnicodeDecodeError as e:
+                    raise InputError(f"fit file {p} is not UTF-8 text: {e.reason} at byte "
+                                     f"{e.start}") from None
             try:
                 d = json.loads(text)
             except json.JSONDecodeError as e:
-                raise InputError(f"fit file is not valid JSON: {e.msg} at line {e.lineno}") from None
-        need = ("model", "fitted_model", "param_names", "values", "stderr", "cov", "statistics")
-        if not isinstance(d, dict) or any(k not in d for k in need):
-            missing = [k for k in need if not isinstance(d, dict) or k not in d]
-            raise InputError(f"not a perfmodel fit file: missing keys {missing}")
-        m = get_model(d["fitted_model"])
-        if list(d["param_names"]) != m.param_names:
-            raise InputError(f"fit file parameters {d['param_names']} do not match model "
-                             f"{m.name!r} {m.param_names}")
+                raise InputError(f"fit file {where or ''} is not valid JSON: {e.msg} at line "
+                                 f"{e.lineno}".replace("file  is", "file is")) from None
+            except RecursionError:
+                raise InputError(f"fit file {where or ''} is nested too deeply to be a fit") \
+                    from None
+        d = check_fit_dict(d, where)
         st = d["statistics"]
         out = cls(
             model_name=d["model"], fitted_model_name=d["fitted_model"],
@@ -321,8 +336,8 @@ class FitResult:
             provenance=dict(d.get("provenance", {})), medians=dict(d.get("medians", {})),
             warnings=list(d.get("warnings", [])),
         )
-        if d.get(KEY) is not None:
-            out.interval_calibration = check_interval_calibration(d[KEY])
+        if d.get(KEY) is not None:  # its contents are checked where they are used
+            out.interval_calibration = dict(d[KEY])
         if "bootstrap" in d:
             out.provenance["bootstrap"] = d["bootstrap"]
         return out

@@ -39,7 +39,10 @@ Examples
 """
 from __future__ import annotations
 
+import contextlib
 import csv
+import itertools
+import json
 import os
 from collections import Counter
 from collections.abc import Mapping
@@ -53,15 +56,25 @@ import pandas as pd
 from perfmodel._checks import rows_text
 from perfmodel._io import sha256_file
 from perfmodel.data.features import request_features, row_reduce
+from perfmodel.data.typed_trace import (
+    NotCanonical,
+    arrow_list_parts,
+    is_arrow_list,
+    read_typed,
+    text_list_to_arrow,
+)
 from perfmodel.errors import InputError
 
 __all__ = [
     "ALIASES",
     "CANONICAL_COLUMNS",
     "LIST_COLUMNS",
+    "MAX_COUNT",
+    "MIN_DURATION_MS",
     "REQUIRED_COLUMNS",
     "ROW_CONVENTION",
     "ListColumn",
+    "check_degenerate",
     "check_step_columns",
     "describe_aliases",
     "has_context",
@@ -103,6 +116,20 @@ ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 ROW_CONVENTION = "row numbers are 0-based data rows, header not counted"
+
+#: Largest value accepted in an integer column (``batch_size``, ``total_tokens``,
+#: ``step``, ``num_decode``, ``num_prefill``, every item of ``chunk_sizes`` and
+#: ``context_lens``): 2^40 (about 1.1e12), far above any real step and far
+#: below 2^63, so no count, sum or product of counts the package forms can
+#: wrap around in int64.  Values are compared as written (exactly below 2^53),
+#: before any cast, so ``18446744073709551615`` (an "unsigned -1") or ``1e19``
+#: are refused instead of wrapping to a negative count.
+MAX_COUNT: int = 2 ** 40
+
+#: Shortest step duration accepted by :func:`validate_trace` unless
+#: ``allow_degenerate``: 1 microsecond (0.001 ms); no engine step is shorter
+#: (a single GPU kernel launch takes several microseconds).
+MIN_DURATION_MS: float = 1e-3
 
 _MAX_ROWS_SHOWN = 5
 _COMPRESSION = (".gz", ".bz2", ".xz", ".zst", ".zip")
@@ -313,6 +340,8 @@ def _parse_lists(series: pd.Series) -> _Lists:
     cells are then joined and cast to int64 in a single ``numpy.fromstring``
     call, whose length is checked against the per-row counts.
     """
+    if is_arrow_list(series):
+        return _arrow_lists(series)
     n = len(series)
     raw = series.to_numpy(dtype=object)
     canon = np.zeros(n, dtype=bool)
@@ -380,7 +409,8 @@ def parse_list_column(values) -> ListColumn:
     """
     series = values if isinstance(values, pd.Series) else pd.Series(list(values), dtype=object)
     L = _parse_lists(series)
-    return ListColumn(L.flat, L.counts, L.ok)
+    # int64 as documented (Arrow list columns keep their items in a smaller type)
+    return ListColumn(L.flat.astype(np.int64, copy=False), L.counts, L.ok)
 
 
 # ---------------------------------------------------------------------------
@@ -405,15 +435,38 @@ def _where(source) -> str:
     return f"trace {str(source)!r}" if source is not None else "trace"
 
 
-def _numeric(df, col, problems, *, integer=False, label=None) -> np.ndarray:
-    """Coerce a column to float, recording non-numeric, non-finite and non-integer rows."""
-    raw = df[col]
+def _odd_dtype(raw: pd.Series) -> str | None:
+    """The kind of a column that looks numeric to pandas but is not a number of this schema."""
     if pd.api.types.is_bool_dtype(raw):
+        return "booleans"
+    if pd.api.types.is_complex_dtype(raw):
+        return "complex numbers"
+    if pd.api.types.is_datetime64_any_dtype(raw) or isinstance(raw.dtype, pd.PeriodDtype):
+        return "dates"
+    if pd.api.types.is_timedelta64_dtype(raw):
+        return "time differences (timedelta)"
+    if raw.dtype == object and len(raw):
+        kinds = {type(v) for v in raw.to_numpy(dtype=object)[:1000]}
+        if kinds & {complex, np.complex64, np.complex128}:
+            return "complex numbers"
+    return None
+
+
+def _numeric(df, col, problems, *, integer=False, label=None) -> np.ndarray:
+    """Coerce a column to float, recording non-numeric, non-finite and non-integer rows.
+
+    Integer columns (``integer=True``) are also checked against
+    :data:`MAX_COUNT`, on the values as parsed (before any cast to int64).
+    """
+    raw = df[col]
+    odd = _odd_dtype(raw)
+    if odd is not None:
         vals = np.full(len(raw), np.nan)
-        problems.append(_Problem(col, "non-numeric values (booleans)", np.ones(len(raw), bool)))
+        problems.append(_Problem(col, f"non-numeric values ({odd})", np.ones(len(raw), bool)))
         return vals
     num = pd.to_numeric(raw, errors="coerce")
-    vals = num.to_numpy(dtype=float, na_value=np.nan)
+    with np.errstate(all="ignore"):
+        vals = num.to_numpy(dtype=float, na_value=np.nan)
     missing_raw = raw.isna().to_numpy(dtype=bool, copy=True)
     if raw.dtype == object or pd.api.types.is_string_dtype(raw):
         s = raw.astype("string").str.strip().str.lower()
@@ -431,7 +484,23 @@ def _numeric(df, col, problems, *, integer=False, label=None) -> np.ndarray:
         nonint[fin] = vals[fin] != np.floor(vals[fin])
         if nonint.any():
             problems.append(_Problem(col, f"non-integer {label or 'values'}", nonint))
+        _check_max(col, raw, vals, problems)
     return vals
+
+
+def _check_max(col: str, raw, vals: np.ndarray, problems: list[_Problem]) -> None:
+    """Integers above :data:`MAX_COUNT` (``vals`` as parsed; an exact test below 2^53).
+
+    A value above 2^40 stays above it as a float (rounding is monotone), so
+    the test on the parsed floats is exact; the message shows the first bad
+    value as it was written.
+    """
+    too_big = np.isfinite(vals) & (np.abs(vals) > MAX_COUNT)
+    if too_big.any():
+        first = raw.iloc[int(np.flatnonzero(too_big)[0])] if hasattr(raw, "iloc") else None
+        shown = f"{first}" if first is not None else f"{vals[too_big][0]:.6g}"
+        problems.append(_Problem(col, f"values beyond the maximum {MAX_COUNT} (2^40) of an "
+                                      f"integer column, e.g. {shown}", too_big))
 
 
 def _numeric_column(df: pd.DataFrame, col: str, problems: list[str]) -> np.ndarray:
@@ -526,7 +595,8 @@ def _check_columns(df: pd.DataFrame, where: str, require_duration: bool):
     return out, amap
 
 
-def _check_step_values(out: pd.DataFrame, problems: list[_Problem]):
+def _check_step_values(out: pd.DataFrame, problems: list[_Problem], *,
+                       allow_degenerate: bool = False):
     """``B``, ``S``, ``T``: numeric, finite, integer where they count, in range.
 
     Returns ``(B, S, okB, okS)``; ``okB``/``okS`` mark the rows where ``B``
@@ -548,7 +618,51 @@ def _check_step_values(out: pd.DataFrame, problems: list[_Problem]):
         with np.errstate(invalid="ignore"):
             if (m := np.isfinite(T) & (T <= 0)).any():
                 problems.append(_Problem("duration_ms", "T <= 0", m))
+            if not allow_degenerate and (
+                    m := np.isfinite(T) & (T > 0) & (T < MIN_DURATION_MS)).any():
+                problems.append(_Problem(
+                    "duration_ms", f"durations below 1 microsecond (T < {MIN_DURATION_MS} ms; "
+                                   "milliseconds expected, allow_degenerate / "
+                                   "--allow-degenerate to fit them)", m))
     return B, S, okB, okS
+
+
+def check_degenerate(df, *, source=None) -> None:
+    """Refuse a validated trace whose rows are all the same step.
+
+    Problem: a trace in which every row is identical (same ``batch_size``,
+    ``total_tokens``, ``duration_ms`` and per-request lists) holds one
+    measurement however many rows it has: a fit to it "succeeds" with every
+    parameter unidentified.  :func:`validate_trace` calls this unless
+    ``allow_degenerate``.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A trace in the canonical schema.
+    source : str or path, optional
+        Named in the message.
+
+    Raises
+    ------
+    InputError
+        ``"trace 'x.csv' is degenerate: every row identical (...)"``.
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise InputError(f"check_degenerate takes a pandas DataFrame, got {type(df).__name__}")
+    cols = [c for c in (*REQUIRED_COLUMNS, *LIST_COLUMNS) if c in df.columns]
+    if len(df) < 2 or "duration_ms" not in cols:
+        return
+    def constant(col: str) -> bool:  # O(n), stops at the first column that varies
+        a = df[col].to_numpy()
+        return bool(np.all(a[1:] == a[0]))
+
+    if all(constant(c) for c in cols):
+        first = {c: df[c].iloc[0] for c in REQUIRED_COLUMNS}
+        vals = ", ".join(f"{c}={v!r}" for c, v in first.items())
+        raise InputError(f"{_where(source)} is degenerate: every row identical ({len(df)} rows, "
+                         f"{vals}): one measurement, nothing to fit; pass allow_degenerate=True "
+                         "(--allow-degenerate) to use it anyway")
 
 
 def _check_optional_columns(out: pd.DataFrame, problems: list[_Problem], B, okB) -> None:
@@ -575,7 +689,6 @@ def _check_optional_columns(out: pd.DataFrame, problems: list[_Problem], B, okB)
 
 def _check_lists(out: pd.DataFrame, problems: list[_Problem], B, S, okB, okS) -> dict[str, _Lists]:
     """The per-request lists ``chunk_sizes``, ``context_lens`` where present; returns them parsed."""
-    n = len(out)
     lists: dict[str, _Lists] = {}
     for col in LIST_COLUMNS:
         if col not in out.columns:
@@ -588,13 +701,17 @@ def _check_lists(out: pd.DataFrame, problems: list[_Problem], B, S, okB, okS) ->
             problems.append(_Problem(col, "cells that are not integers joined by ';'", L.bad))
         ok = L.ok
         if ok.any() and len(L.flat):
-            rows = np.repeat(np.arange(n), L.counts)
-            lo = row_reduce(L.flat.astype(float), L.counts, "min")
+            flat = L.flat.astype(float)
+            if (m := ok & (row_reduce(np.abs(flat), L.counts, "max") > MAX_COUNT)).any():
+                first = int(L.flat[np.abs(flat) > MAX_COUNT][0])
+                problems.append(_Problem(col, f"items beyond the maximum {MAX_COUNT} (2^40) of "
+                                              f"an integer column, e.g. {first}", m))
+            lo = row_reduce(L.flat, L.counts, "min")
             if col == "chunk_sizes":
                 if (m := ok & (lo < 1)).any():
                     problems.append(_Problem(col, "a chunk size < 1 (each scheduled request "
                                                   "computes at least one token)", m))
-                tot = row_reduce(L.flat.astype(float), L.counts, "sum", rows)
+                tot = row_reduce(L.flat, L.counts, "sum")
                 if (m := ok & okS & (tot != S)).any():
                     problems.append(_Problem(col, "chunk sizes whose sum differs from "
                                                   "total_tokens", m))
@@ -649,13 +766,14 @@ def _canonical_types(out: pd.DataFrame, B, S, lists: dict[str, _Lists]) -> pd.Da
             out[col] = pd.to_numeric(out[col]).astype(np.int64)
     if "timestamp" in out.columns:
         out["timestamp"] = pd.to_numeric(out["timestamp"]).astype(float)
-    for col in lists:
-        out[col] = out[col].astype(str)
+    for col, L in lists.items():
+        if L.strings is not None:
+            out[col] = out[col].astype(str)
     return out
 
 
 def validate_trace(df, *, drop_invalid: bool = False, source=None,
-                   require_duration: bool = True) -> pd.DataFrame:
+                   require_duration: bool = True, allow_degenerate: bool = False) -> pd.DataFrame:
     """Check a step trace and return it under canonical column names.
 
     Problem: turn a table from any collector into the canonical step-trace
@@ -678,7 +796,13 @@ def validate_trace(df, *, drop_invalid: bool = False, source=None,
     * ``chunk_sizes``, ``context_lens`` (if present): missing cells, cells that
       are not lists of integers, a count of items different from ``B`` or
       from each other, a chunk size < 1, a negative context, chunk sizes
-      whose sum differs from ``S``.
+      whose sum differs from ``S``;
+    * integer columns (``B``, ``S``, ``step``, ``num_*``, list items): values
+      beyond :data:`MAX_COUNT` (2^40), tested before any cast to int64;
+    * degenerate traces, unless ``allow_degenerate``: durations below 1
+      microsecond (:data:`MIN_DURATION_MS`), and a trace with a
+      ``duration_ms`` column whose rows are all identical
+      (:func:`check_degenerate`).
 
     Parameters
     ----------
@@ -694,6 +818,8 @@ def validate_trace(df, *, drop_invalid: bool = False, source=None,
     require_duration : bool, default True
         ``False`` accepts a trace without ``duration_ms`` (a design to predict
         on); a ``duration_ms`` column, if present, is still checked.
+    allow_degenerate : bool, default False
+        Accept sub-microsecond durations and a trace of identical rows.
 
     Returns
     -------
@@ -701,7 +827,8 @@ def validate_trace(df, *, drop_invalid: bool = False, source=None,
         A new frame, index reset to 0..n-1, canonical names, ``batch_size``
         and ``total_tokens`` (and ``step``/``num_*`` when present) as int64,
         ``duration_ms``/``timestamp`` as float64, list cells normalised to
-        ``'a;b;c'``; every other column unchanged.  ``attrs``: ``alias_map``
+        ``'a;b;c'`` (Arrow ``list<int>`` columns, from ``read_trace(...,
+        lists='arrow')``, are kept as they are); every other column unchanged.  ``attrs``: ``alias_map``
         (``{original: canonical}``), ``dropped``, ``dropped_summary``,
         ``n_rows_in``, ``source``.
 
@@ -711,11 +838,15 @@ def validate_trace(df, *, drop_invalid: bool = False, source=None,
     """
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"validate_trace takes a pandas DataFrame, got {type(df).__name__}")
+    for name, v in (("drop_invalid", drop_invalid), ("require_duration", require_duration),
+                    ("allow_degenerate", allow_degenerate)):
+        if not isinstance(v, (bool, np.bool_)):
+            raise InputError(f"validate_trace: {name} must be True or False, got {v!r}")
     where = _where(source)
     out, amap = _check_columns(df, where, require_duration)
     problems: list[_Problem] = []
     n = len(out)
-    B, S, okB, okS = _check_step_values(out, problems)
+    B, S, okB, okS = _check_step_values(out, problems, allow_degenerate=allow_degenerate)
     _check_optional_columns(out, problems, B, okB)
     lists = _check_lists(out, problems, B, S, okB, okS)
     invalid, dropped, summary = _drop_or_raise(problems, n, where, drop_invalid)
@@ -723,12 +854,16 @@ def validate_trace(df, *, drop_invalid: bool = False, source=None,
         keep = ~invalid
         out = out.loc[keep]
         for col, L in lists.items():
-            out[col] = L.strings[keep]
+            if L.strings is not None:  # text lists normalised; Arrow lists are kept as they are
+                out[col] = L.strings[keep]
         B, S = B[keep], S[keep]
     else:
         for col, L in lists.items():
-            out[col] = L.strings
+            if L.strings is not None:
+                out[col] = L.strings
     out = _canonical_types(out.reset_index(drop=True), B, S, lists)
+    if not allow_degenerate and require_duration:
+        check_degenerate(out, source=source)
 
     out.attrs = {k: v for k, v in df.attrs.items()}
     out.attrs.update(alias_map=dict(amap), dropped=dropped, dropped_summary=summary,
@@ -758,7 +893,8 @@ def _check_file(path) -> Path:
     return p
 
 
-def read_trace(path, *, drop_invalid: bool = False, require_duration: bool = True) -> pd.DataFrame:
+def read_trace(path, *, drop_invalid: bool = False, require_duration: bool = True,
+               allow_degenerate: bool = False, lists: str = "text") -> pd.DataFrame:
     """Read a step trace from CSV, Parquet or JSON Lines and validate it.
 
     Problem: load a trace file of any supported format and return it in the
@@ -772,19 +908,34 @@ def read_trace(path, *, drop_invalid: bool = False, require_duration: bool = Tru
     single-request ``'7'`` stays a list); JSON/Parquet lists are accepted and
     normalised to ``'a;b;c'``.
 
+    Large traces: with ``lists='arrow'``, an uncompressed CSV/TSV or Parquet
+    file whose list cells are in the canonical ``'a;b;c'`` form (or are
+    integer lists in Parquet) is read in record batches of
+    :data:`BATCH_ROWS` rows by pyarrow, numeric columns typed as the file
+    gives them, and the lists kept as compact Arrow ``list<int>`` columns
+    (``pandas.ArrowDtype``; items of the smallest integer type holding every
+    value, plus one offset per row) that :func:`step_features` and
+    :func:`validate_trace` read without any text.  Any other file (or cell)
+    takes the general path, whose lists are converted after validation.  On
+    a 5,000,000-step trace this needs a fraction of the memory of text cells
+    (``benchmarks/bench_large_trace.py``; README, "Large traces").
+
     Parameters
     ----------
     path : str or path-like
     drop_invalid : bool, default False
         See :func:`validate_trace`.
-    require_duration : bool, default True
+    require_duration, allow_degenerate : bool
         See :func:`validate_trace`.
+    lists : {'text', 'arrow'}, default 'text'
+        How ``chunk_sizes``/``context_lens`` come back: ``'a;b;c'`` text, or
+        Arrow ``list<int>`` columns (above).
 
     Returns
     -------
     pandas.DataFrame
         As :func:`validate_trace`; ``attrs`` also holds ``sha256`` (of the
-        file's bytes) and ``format``.
+        file's bytes), ``format`` and ``reader`` (``'typed'`` or ``'general'``).
 
     Raises
     ------
@@ -799,24 +950,41 @@ def read_trace(path, *, drop_invalid: bool = False, require_duration: bool = Tru
             f"trace file {str(p)!r}: unknown format {ext or '(no extension)'!r}; "
             f"use one of {sorted(_FORMATS)} (optionally compressed {list(_COMPRESSION)})"
         )
+    if lists not in ("text", "arrow"):
+        raise InputError(f"lists must be 'text' or 'arrow', got {lists!r}")
     if p.stat().st_size == 0:
         raise InputError(f"trace file {str(p)!r} is empty (0 bytes)")
+    df = None
+    if lists == "arrow":
+        try:
+            df = _read_typed(p, fmt)
+        except (NotCanonical, ImportError):
+            df = None
+    reader = "general" if df is None else "typed"
     try:
-        df = _read(p, fmt)
+        if df is None:
+            df = _read(p, fmt)
     except InputError:
         raise
     except pd.errors.EmptyDataError:
         raise InputError(f"trace file {str(p)!r} is empty (no header, no rows)") from None
     except ImportError as e:
-        raise InputError(f"trace file {str(p)!r}: reading {fmt} needs an optional package "
-                         f"({e}); install perfmodel[parquet]") from None
+        raise InputError(f"trace file {str(p)!r}: {_missing_package_hint(e, fmt)}") from None
     except Exception as e:  # noqa: BLE001 - parsers raise many types; any is a bad file
         detail = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise InputError(f"trace file {str(p)!r} cannot be read as {fmt}: {detail}") from None
+    if fmt in ("json", "jsonl"):
+        _check_json_duplicates(p)
     out = validate_trace(df, drop_invalid=drop_invalid, source=p,
-                         require_duration=require_duration)
+                         require_duration=require_duration, allow_degenerate=allow_degenerate)
+    del df
+    if lists == "arrow" and reader == "general":
+        for col in LIST_COLUMNS:
+            if col in out.columns and not is_arrow_list(out[col]):
+                out[col] = text_list_to_arrow(out[col])
     out.attrs["sha256"] = trace_sha256(p)
     out.attrs["format"] = fmt
+    out.attrs["reader"] = reader
     return out
 
 
@@ -845,15 +1013,79 @@ def _read(p: Path, fmt: str) -> pd.DataFrame:
 
 
 def _check_header_duplicates(p: Path, sep: str) -> None:
-    """pandas renames a repeated header 'B' to 'B.1'; catch it before it does."""
-    if p.suffix.lower() in _COMPRESSION:
-        return
-    with open(p, newline="", encoding="utf-8", errors="replace") as fh:
-        header = next(csv.reader(fh, delimiter=sep), [])
+    """pandas renames a repeated header 'B' to 'B.1'; catch it before it does.
+
+    The header line is read through pandas' own decompression (every
+    compression :func:`read_trace` accepts), as text, without renaming.
+    """
+    with pd.io.common.get_handle(p, "r", compression="infer", encoding="utf-8",
+                                 errors="replace") as h:
+        header = next(csv.reader(h.handle, delimiter=sep), [])
     names = [h.strip() for h in header]
     dup = sorted(n for n, k in Counter(names).items() if k > 1)
     if dup:
         raise InputError(f"trace file {str(p)!r}: duplicate column names {dup} in the header")
+
+
+#: JSON Lines objects scanned for repeated keys (json keeps the last silently)
+_JSON_SCAN_LINES = 10_000
+
+
+def _check_json_duplicates(p: Path) -> None:
+    """Refuse an object with a key twice ("B" twice: the json parsers keep the last one).
+
+    JSON Lines: the first :data:`_JSON_SCAN_LINES` lines; a JSON array: the
+    whole document.  Through pandas' decompression, as for CSV.
+    """
+    def hook(pairs):
+        keys = [k for k, _ in pairs]
+        dup = sorted(k for k, c in Counter(keys).items() if c > 1)
+        if dup:
+            raise InputError(f"trace file {str(p)!r}: duplicate column names {dup} in an object")
+        return dict(pairs)
+
+    with pd.io.common.get_handle(p, "r", compression="infer", encoding="utf-8",
+                                 errors="replace") as h:
+        fh = h.handle
+        first = fh.read(1)
+        while first.isspace():
+            first = fh.read(1)
+        if first == "[":
+            with contextlib.suppress(json.JSONDecodeError):
+                json.loads(first + fh.read(), object_pairs_hook=hook)
+            return
+        lines = itertools.chain([first + fh.readline()], fh)
+        for line in itertools.islice(lines, _JSON_SCAN_LINES):
+            if line.strip():
+                with contextlib.suppress(json.JSONDecodeError):
+                    json.loads(line, object_pairs_hook=hook)
+
+
+def _missing_package_hint(e: ImportError, fmt: str) -> str:
+    """Which optional package a read needs (zstandard for .zst, pyarrow for Parquet, ...)."""
+    text = str(e)
+    for pkg, extra in (("zstandard", "pip install zstandard"),
+                       ("pyarrow", "pip install 'perfmodel[parquet]'"),
+                       ("fastparquet", "pip install 'perfmodel[parquet]'")):
+        if pkg in text or getattr(e, "name", None) == pkg:
+            return f"reading it needs the optional package {pkg!r} ({extra})"
+    name = getattr(e, "name", None) or text.splitlines()[0] if text else "?"
+    return f"reading {fmt} needs an optional package that is not installed: {name}"
+
+
+def _read_typed(p: Path, fmt: str) -> pd.DataFrame:
+    """The typed, chunked reader (:mod:`perfmodel.data.typed_trace`) on an uncompressed file."""
+    if fmt not in ("csv", "tsv", "parquet") or p.suffix.lower() in _COMPRESSION:
+        raise NotCanonical
+    if fmt != "parquet":
+        _check_header_duplicates(p, "," if fmt == "csv" else "\t")
+    return read_typed(p, fmt, lambda c: _LOOKUP.get(_norm(c)) in LIST_COLUMNS)
+
+
+def _arrow_lists(series: pd.Series) -> _Lists:
+    """:class:`_Lists` of an Arrow ``list<int>`` column, from its items and offsets (no text)."""
+    flat, counts, missing, bad = arrow_list_parts(series)
+    return _Lists(None, missing, bad, flat, counts)
 
 
 def trace_sha256(path) -> str:
@@ -939,9 +1171,37 @@ def step_features(df, *, counts_keys: bool = False) -> dict[str, np.ndarray]:
     if problems:
         raise InputError("step_features: " + "; ".join(p.message() for p in problems)
                          + f" [{ROW_CONVENTION}]; pass the trace through validate_trace first")
-    f = request_features(Lc.flat, Lx.flat, Lc.counts, counts_keys=counts_keys)
+    f = _blockwise_features(Lc.flat, Lx.flat, Lc.counts, counts_keys)
     feats.update((k, v) for k, v in f.items() if k not in feats)
     return feats
+
+
+#: requests per block of the feature kernel (bounds its float64 temporaries to some 10 MB each)
+FEATURE_BLOCK = 1 << 20
+
+
+def _blockwise_features(chunks, contexts, counts, counts_keys: bool) -> dict[str, np.ndarray]:
+    """:func:`request_features` over blocks of whole steps, concatenated.
+
+    Every feature is a per-step reduction over that step's requests in their
+    order, so a block gives the same bits as the whole trace (the kernel's
+    Numerics); only the temporaries shrink from the whole trace's requests
+    to a block's.
+    """
+    if chunks.size <= FEATURE_BLOCK:
+        return request_features(chunks, contexts, counts, counts_keys=counts_keys)
+    ends = np.cumsum(counts)
+    parts: list[dict[str, np.ndarray]] = []
+    row = 0
+    while row < counts.size:
+        first = 0 if row == 0 else int(ends[row - 1])
+        stop = int(np.searchsorted(ends, first + FEATURE_BLOCK, side="right"))
+        stop = max(stop, row + 1)
+        last = int(ends[stop - 1])
+        parts.append(request_features(chunks[first:last], contexts[first:last],
+                                      counts[row:stop], counts_keys=counts_keys))
+        row = stop
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
 def time_order(df) -> np.ndarray:

@@ -267,7 +267,7 @@ def test_metadata_records_provenance(tmp_path):
     assert meta["start_time"] <= meta["end_time"] and meta["role"] == "main"
 
 
-@pytest.mark.parametrize("name", ["llama-tiny", "llama-small"])
+@pytest.mark.parametrize("name", ["llama-tiny", "llama-small", "llama-mid"])
 def test_shipped_model_configs(name):
     _, _, cfg = resolve_model_config(name)
     assert cfg["architectures"] == ["LlamaForCausalLM"] and cfg["vocab_size"] == 32000

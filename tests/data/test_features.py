@@ -149,29 +149,21 @@ def example():
 
 @pytest.fixture(scope="module")
 def simulated_batches():
-    """Every (chunk_sizes, context_lens) batch a short open-loop simulation schedules."""
-    seen = []
-    orig = simulate.batch_features
-
-    def record(c, x=None):
-        seen.append((np.array(c, dtype=np.int64), np.array(x, dtype=np.int64)))
-        return orig(c, x)
-
+    """Every (chunk_sizes, context_lens) batch a short open-loop simulation schedules
+    (read from its step log)."""
     class Linear:
         def predict(self, f):
             return 1.0 + 0.01 * np.asarray(f["S"]) + 1e-5 * np.asarray(f["ctx_sum"])
 
-    mp = pytest.MonkeyPatch()
-    mp.setattr(simulate.engine, "batch_features", record)  # the module whose step loop calls it
-    try:
-        rng = np.random.default_rng(3)
-        n = 120
-        simulate.simulate_open_loop(Linear(), prompt_tokens=rng.integers(16, 700, n),
+    rng = np.random.default_rng(3)
+    n = 120
+    r = simulate.simulate_open_loop(Linear(), prompt_tokens=rng.integers(16, 700, n),
                                     output_tokens=rng.integers(2, 200, n), rate=400.0,
                                     num_requests=n, seed=1, max_num_seqs=48,
                                     max_num_batched_tokens=512)
-    finally:
-        mp.undo()
+    seen = [(np.array(trace.parse_int_list(c), dtype=np.int64),
+             np.array(trace.parse_int_list(x), dtype=np.int64))
+            for c, x in zip(r.steps["chunk_sizes"], r.steps["context_lens"])]
     assert len(seen) > 100 and max(c.size for c, _ in seen) >= 16
     return seen
 

@@ -484,3 +484,25 @@ def test_time_order_prefers_step_then_timestamp_then_rows():
     assert time_order(pd.DataFrame({"x": [5, 4]})).tolist() == [0, 1]
     with pytest.raises(InputError, match="column 'step'"):
         time_order(pd.DataFrame({"step": [1, None]}))
+
+
+def test_max_count_boundary_is_exact():
+    """2^40 is accepted, 2^40 + 1 refused: the test on parsed values is exact below 2^53."""
+    from perfmodel.data.trace import MAX_COUNT
+
+    ok = validate_trace(pd.DataFrame({"B": [1, 2], "S": [1, MAX_COUNT], "T": [5.0, 6.0]}))
+    assert ok["total_tokens"].iloc[1] == MAX_COUNT
+    with pytest.raises(InputError, match=r"total_tokens.*maximum.*1099511627777"):
+        validate_trace(pd.DataFrame({"B": [1, 2], "S": [1, MAX_COUNT + 1], "T": [5.0, 6.0]}))
+
+
+def test_degenerate_traces_need_allow_degenerate():
+    same = pd.DataFrame({"B": [2] * 5, "S": [9] * 5, "T": [4.0] * 5})
+    with pytest.raises(InputError, match="every row identical"):
+        validate_trace(same)
+    assert len(validate_trace(same, allow_degenerate=True)) == 5
+    assert len(validate_trace(same.drop(columns="T"), require_duration=False)) == 5  # a design
+    tiny = pd.DataFrame({"B": [1, 2], "S": [1, 9], "T": [5.0, 1e-4]})
+    with pytest.raises(InputError, match="below 1 microsecond.*row 1"):
+        validate_trace(tiny)
+    assert validate_trace(tiny, allow_degenerate=True)["duration_ms"].iloc[1] == 1e-4

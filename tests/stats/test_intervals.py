@@ -137,3 +137,11 @@ def test_calibration_records_regime_rule_counts_and_folds(calibrated):
     assert cal["pools"]["*|*"]["n"] == cal["folds"]["n_steps"] == 1500
     assert sum(p["n"] for k, p in cal["pools"].items() if k.endswith("|*") and k != "*|*") == 1500
     assert 0 < cal["regime_rule"]["length_thresholds_ms"][0] <= cal["regime_rule"]["length_thresholds_ms"][1]
+
+
+def test_a_damaged_calibration_loads_but_is_refused_where_used(calibrated, tmp_path):
+    d = json.loads(calibrated.to_json())
+    d["interval_calibration"]["levels"] = [0.9, 0.8]
+    back = FitResult.from_json(json.dumps(d))
+    with pytest.raises(InputError, match="increasing"):
+        prediction_interval(back, _trace(50, 6), 0.9)

@@ -519,3 +519,59 @@ def test_cluster_scheme_needs_groups_and_only_it_takes_them(logfit):
         U.bootstrap(fit, df, n_boot=5, scheme="pairs", groups=np.zeros(len(df)))
     with pytest.raises(InputError, match="labels"):
         U.bootstrap(fit, df, n_boot=5, scheme="cluster", groups=[0, 1])
+
+
+# bootstrap at scale: lazy seeds, Dask backend
+# ---------------------------------------------------------------------------
+
+def test_bootstrap_huge_n_boot_allocates_nothing_up_front(logfit, monkeypatch):
+    """n_boot = 10**9: the resample seeds are drawn lazily, so stopping after a few
+    resamples has used a few kB, not the ~45 MB/s of spawning every seed first."""
+    import importlib
+    import tracemalloc
+
+    bmod = importlib.import_module("perfmodel.stats.uncertainty.bootstrap")
+
+    fit, _ = logfit
+    calls = []
+    real = bmod._boot_task
+
+    def few(job, item):
+        calls.append(item[0])
+        if len(calls) > 3:
+            raise KeyboardInterrupt
+        return real(job, item)
+
+    monkeypatch.setattr(bmod, "_boot_task", few)
+    tracemalloc.start()
+    with pytest.raises(KeyboardInterrupt):
+        U.bootstrap(fit, n_boot=10**9, seed=2)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert calls == [0, 1, 2, 3]
+    assert peak < 20e6
+
+
+def test_bootstrap_on_a_dask_local_cluster_equals_loky(logfit):
+    distributed = pytest.importorskip("dask.distributed",
+                                      reason="dask[distributed] is not installed")
+    fit, _ = logfit
+    try:
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                           dashboard_address=None)
+    except Exception as e:  # noqa: BLE001 - any failure to start means: cannot test here
+        pytest.skip(f"a Dask LocalCluster cannot start on this machine: {e}")
+    with cluster:
+        a = U.bootstrap(fit, n_boot=12, scheme="pairs", seed=9, method="bca",
+                        jackknife_groups=4)
+        b = U.bootstrap(fit, n_boot=12, scheme="pairs", seed=9, method="bca",
+                        jackknife_groups=4, backend="dask", scheduler=cluster.scheduler_address)
+    np.testing.assert_array_equal(a.samples, b.samples)
+    np.testing.assert_array_equal(a.lower, b.lower)
+    np.testing.assert_array_equal(a.upper, b.upper)
+
+
+def test_bootstrap_refuses_an_unknown_backend(logfit):
+    fit, _ = logfit
+    with pytest.raises(InputError, match="backend must be one of"):
+        U.bootstrap(fit, n_boot=4, backend="spark")

@@ -36,13 +36,19 @@ The engine loop
       take what budget is left (decodes stall while prefills fill the budget).
   ``'fcfs'`` (vLLM V1): running requests in admission order, each taking one
       token (decode) or its remaining prompt (prefill) as the budget allows,
-      then new admissions.
+      then new admissions FCFS.
 
   A prefill chunk is also capped by ``long_prefill_token_threshold`` when it
   is positive.  Without chunked prefill, a prompt must fit in the step's
   remaining budget whole or waits.
-* Not modelled: preemption when the KV cache is full, speculative decoding,
-  prefix caching, detokenisation and client/network time.
+* KV cache (``num_gpu_blocks``, ``block_size``): blocks allocated as tokens
+  are computed; when a running request cannot get its blocks the last running
+  request is preempted and later recomputes its tokens (vLLM V1); data-parallel
+  replicas (``data_parallel_size``, ``routing``) step in lock step.
+  docs/replay.md, Simulator, states the rules and the KV-cache formula
+  (:mod:`.kvcache`).
+* Not modelled: prefix caching, asynchronous scheduling, speculative
+  decoding, detokenisation and client/network time.
 
 Metrics
 -------
@@ -61,7 +67,10 @@ model, estimates the overhead from the run's own step trace
 
 Modules
 -------
-:mod:`.engine` (:class:`EngineConfig`, scheduler, event loop), :mod:`.results`
+:mod:`.engine` (:class:`EngineConfig`), :mod:`.loop` (the array engine's scheduler: KV
+cache, preemption, leaps), :mod:`.events` (its event loop: blocks, pricing, arrivals), :mod:`.kvcache` (KV blocks per GPU),
+:mod:`.reference` (the per-request loop, kept as an executable specification
+for tests and the benchmark), :mod:`.results`
 (:class:`SimulationResult`), :mod:`.workload` (arrivals, closed-/open-loop
 simulations), :mod:`.validation` (step overhead, comparison with measured
 runs), :mod:`.policies` (policy evaluation, Pareto front, plots) and
@@ -71,14 +80,15 @@ re-exported here; patch a function in the module that defines it.
 from __future__ import annotations
 
 from perfmodel.data.features import batch_features
-from perfmodel.decisions.simulate.engine import POLICIES, EngineConfig
+from perfmodel.decisions.simulate.engine import POLICIES, ROUTINGS, EngineConfig
+from perfmodel.decisions.simulate.kvcache import kv_block_bytes, num_gpu_blocks, weight_bytes
 from perfmodel.decisions.simulate.policies import (
     evaluate_policies,
     pareto_front,
     plot_policy_contour,
     plot_policy_frontier,
 )
-from perfmodel.decisions.simulate.results import SimulationResult
+from perfmodel.decisions.simulate.results import SimulationResult, latency_stats
 from perfmodel.decisions.simulate.validation import (
     SETUP_KEYS,
     OverheadEstimate,
@@ -96,6 +106,7 @@ from perfmodel.decisions.simulate.workload import (
 
 __all__ = [
     "POLICIES",
+    "ROUTINGS",
     "SETUP_KEYS",
     "EngineConfig",
     "OverheadEstimate",
@@ -105,6 +116,9 @@ __all__ = [
     "compare_to_run",
     "estimate_step_overhead",
     "evaluate_policies",
+    "kv_block_bytes",
+    "latency_stats",
+    "num_gpu_blocks",
     "pareto_front",
     "plot_policy_contour",
     "plot_policy_frontier",
@@ -113,4 +127,5 @@ __all__ = [
     "simulate_closed_loop",
     "simulate_open_loop",
     "validate_closed_loop",
+    "weight_bytes",
 ]

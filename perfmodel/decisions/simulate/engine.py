@@ -1,50 +1,18 @@
-"""The engine: :class:`EngineConfig`, the per-request state, the scheduler (one step)
-and the event loop.
+"""The engine settings: :class:`EngineConfig` (vLLM's names) and its checks.
+
+The scheduler and the event loop that use them are in :mod:`.loop` and :mod:`.events`.
 """
 from __future__ import annotations
 
-import math
-from collections import deque
 from dataclasses import dataclass, fields
 from typing import Any
 
-import numpy as np
-
 from perfmodel._checks import check_choice, check_int_range, check_positive
-from perfmodel.data.features import batch_features
-from perfmodel.decisions.simulate._common import _predict_one
 from perfmodel.errors import InputError
 
 POLICIES = ("decode_first", "prefill_first", "fcfs")
-
-
-class _Req:
-    __slots__ = (
-        "O",
-        "P",
-        "admitted",
-        "arrival",
-        "computed",
-        "finish",
-        "first",
-        "generated",
-        "rid",
-    )
-
-    def __init__(self, rid, arrival, P, O):
-        self.rid = rid
-        self.arrival = arrival
-        self.P = int(P)
-        self.O = int(O)
-        self.computed = 0
-        self.generated = 0
-        self.first = math.nan
-        self.finish = math.nan
-        self.admitted = math.nan
-
-    @property
-    def in_prefill(self) -> bool:
-        return self.computed < self.P
+#: how requests are routed to data-parallel replicas
+ROUTINGS = ("least_loaded", "round_robin")
 
 
 @dataclass(frozen=True)
@@ -60,6 +28,20 @@ class EngineConfig:
     step_overhead_ms : float >= 0, time per step outside the model run
     step_noise_sd : float >= 0, sd of a multiplicative log-normal noise on the
         model time (0: deterministic step times)
+    num_gpu_blocks : int >= 1 or None, KV-cache blocks per replica (None: no
+        KV-cache limit, hence no preemption; see :func:`.kvcache.num_gpu_blocks`)
+    block_size : int >= 1, tokens per KV block (vLLM's default 16)
+    reserve_full_prompt : admit a waiting request only when the blocks of its
+        whole prompt (all its tokens, for a preempted one) are free, not just
+        those of its first chunk (vLLM's ``scheduler_reserve_full_isl``; only
+        with ``num_gpu_blocks``)
+    max_num_partial_prefills : int >= 0, most prefilling requests scheduled
+        in one step (0: no cap; vLLM V1's scheduler does not apply one)
+    data_parallel_size : int >= 1, replicas, each with its own scheduler and
+        KV cache, stepping in lock step (a step lasts as long as the slowest
+        replica's), as vLLM's data parallelism for MoE models does
+    routing : ``'least_loaded'`` (vLLM's: the replica with the smallest
+        ``4 * waiting + running``, lowest index on ties) or ``'round_robin'``
 
     The values are checked (and integral floats made ints) on construction,
     with the messages of the keyword arguments of :func:`simulate_closed_loop`.
@@ -77,6 +59,12 @@ class EngineConfig:
     long_prefill_token_threshold: int = 0
     step_overhead_ms: float = 0.0
     step_noise_sd: float = 0.0
+    num_gpu_blocks: int | None = None
+    block_size: int = 16
+    reserve_full_prompt: bool = True
+    max_num_partial_prefills: int = 0
+    data_parallel_size: int = 1
+    routing: str = "least_loaded"
 
     def __post_init__(self):
         check_choice("policy", self.policy, POLICIES)
@@ -94,9 +82,25 @@ class EngineConfig:
                                                allow_zero=True),
             "step_noise_sd": check_positive("step_noise_sd", self.step_noise_sd,
                                             allow_zero=True),
+            "num_gpu_blocks": (None if self.num_gpu_blocks is None else
+                               check_int_range("num_gpu_blocks", self.num_gpu_blocks, 1,
+                                               integral_float=True)),
+            "block_size": check_int_range("block_size", self.block_size, 1, integral_float=True),
+            "reserve_full_prompt": bool(self.reserve_full_prompt),
+            "max_num_partial_prefills": check_int_range("max_num_partial_prefills",
+                                                        self.max_num_partial_prefills, 0,
+                                                        integral_float=True),
+            "data_parallel_size": check_int_range("data_parallel_size", self.data_parallel_size,
+                                                  1, integral_float=True),
+            "routing": check_choice("routing", self.routing, ROUTINGS),
         }
         for name, value in checked.items():
             object.__setattr__(self, name, value)
+
+    @property
+    def kv_limited(self) -> bool:
+        """True when the KV cache has a finite number of blocks."""
+        return self.num_gpu_blocks is not None
 
     def as_dict(self) -> dict[str, Any]:
         """The settings as a dict, in field order."""
@@ -122,154 +126,3 @@ def _engine(engine: EngineConfig | None, **keywords) -> EngineConfig:
     return engine
 
 
-# ---------------------------------------------------------------------------
-# scheduler (one step)
-# ---------------------------------------------------------------------------
-
-def _prefill_chunk(r: _Req, budget: int, cfg: EngineConfig) -> int:
-    n = min(r.P - r.computed, budget)
-    if cfg.long_prefill_token_threshold > 0:
-        n = min(n, cfg.long_prefill_token_threshold)
-    if not cfg.enable_chunked_prefill and n < r.P - r.computed:
-        return 0
-    return n
-
-
-def _schedule(running: list, waiting: deque, now: float, cfg: EngineConfig) -> list:
-    """One scheduling decision: list of (request, n_tokens), in batch order."""
-    budget = cfg.max_num_batched_tokens
-    out: list = []
-
-    def decodes():
-        nonlocal budget
-        for r in running:
-            if budget <= 0:
-                break
-            if not r.in_prefill:
-                out.append((r, 1))
-                budget -= 1
-
-    def partials():
-        nonlocal budget
-        for r in running:
-            if budget <= 0:
-                break
-            if r.in_prefill:
-                n = _prefill_chunk(r, budget, cfg)
-                if n > 0:
-                    out.append((r, n))
-                    budget -= n
-
-    def admit():
-        nonlocal budget
-        while waiting and len(running) < cfg.max_num_seqs and budget > 0:
-            r = waiting[0]
-            n = _prefill_chunk(r, budget, cfg)
-            if n <= 0:
-                break
-            waiting.popleft()
-            r.admitted = now
-            running.append(r)
-            out.append((r, n))
-            budget -= n
-
-    if cfg.policy == "decode_first":
-        decodes()
-        partials()
-        admit()
-    elif cfg.policy == "prefill_first":
-        partials()
-        admit()
-        decodes()
-    else:  # fcfs: running in admission order, then waiting
-        for r in running:
-            if budget <= 0:
-                break
-            n = _prefill_chunk(r, budget, cfg) if r.in_prefill else 1
-            if n > 0:
-                out.append((r, n))
-                budget -= n
-        admit()
-    return out
-
-
-# ---------------------------------------------------------------------------
-# the event loop
-# ---------------------------------------------------------------------------
-
-def _run(model, requests: list[_Req], cfg: EngineConfig, *, closed: tuple | None, seed: int,
-         keep_steps: bool, max_steps: int | None):
-    """Run the engine loop.
-
-    ``requests``: open loop, all requests (sorted by arrival).  Closed loop:
-    ``closed = (num_requests, prompt array, output array)`` and ``requests``
-    holds the first ``concurrency`` requests (arrival 0); each finish issues
-    the next request at the finish time.
-    """
-    rng = np.random.default_rng(seed)
-    pending = deque(sorted(requests, key=lambda r: (r.arrival, r.rid)))
-    all_reqs = list(pending)
-    issued = len(all_reqs)
-    waiting: deque = deque()
-    running: list = []
-    t = 0.0
-    log: list = []
-    n_steps = 0
-    total = closed[0] if closed else len(all_reqs)
-    done = 0
-    ovh = cfg.step_overhead_ms
-    while done < total:
-        while pending and pending[0].arrival <= t:
-            waiting.append(pending.popleft())
-        if not waiting and not running:
-            t = pending[0].arrival  # idle until the next arrival
-            continue
-        batch = _schedule(running, waiting, t, cfg)
-        if not batch:  # pragma: no cover - guarded by the argument checks
-            raise InputError("the scheduler could not schedule any request (no progress)")
-        chunks = np.fromiter((n for _, n in batch), dtype=np.int64, count=len(batch))
-        ctx = np.fromiter(((r.computed if r.in_prefill else r.P + r.generated - 1)
-                           for r, _ in batch), dtype=np.int64, count=len(batch))
-        feats = batch_features(chunks, ctx)
-        t_model = _predict_one(model, feats)
-        if cfg.step_noise_sd > 0:
-            t_model *= float(np.exp(rng.normal(0.0, cfg.step_noise_sd)))
-        step_ms = ovh + t_model
-        end = t + step_ms / 1000.0
-        n_dec = 0
-        finished = []
-        for (r, n) in batch:
-            if r.in_prefill:
-                r.computed += n
-                if r.computed == r.P:
-                    r.generated = 1
-                    r.first = end
-            else:
-                n_dec += 1
-                r.computed += 1
-                r.generated += 1
-            if r.generated >= r.O and not r.in_prefill:
-                r.finish = end
-                finished.append(r)
-        if keep_steps:
-            log.append((n_steps, t, end, len(batch), int(chunks.sum()), n_dec, len(batch) - n_dec,
-                        ";".join(map(str, chunks.tolist())), ";".join(map(str, ctx.tolist())),
-                        ";".join(str(r.rid) for r, _ in batch), t_model, step_ms,
-                        len(running), len(waiting)))
-        if finished:
-            fin = {id(r) for r in finished}
-            running[:] = [r for r in running if id(r) not in fin]
-            done += len(finished)
-            if closed:
-                N, Ps, Os = closed
-                for _ in finished:
-                    if issued < N:
-                        nr = _Req(issued, end, Ps[issued], Os[issued])
-                        all_reqs.append(nr)
-                        pending.append(nr)
-                        issued += 1
-        t = end
-        n_steps += 1
-        if max_steps is not None and n_steps >= max_steps and done < total:
-            raise InputError(f"simulation did not finish within max_steps={max_steps} steps")
-    return all_reqs, log, n_steps

@@ -9,7 +9,8 @@ import numpy as np
 
 from perfmodel._checks import check_int_range, check_positive
 from perfmodel.decisions.simulate._common import _check_model, _per_request
-from perfmodel.decisions.simulate.engine import EngineConfig, _engine, _Req, _run
+from perfmodel.decisions.simulate.engine import EngineConfig, _engine
+from perfmodel.decisions.simulate.events import _run
 from perfmodel.decisions.simulate.results import SimulationResult, _result
 from perfmodel.errors import InputError
 
@@ -88,12 +89,11 @@ def simulate_closed_loop(model, num_requests: int, concurrency: int, prompt_toke
     Ps, Os, cfg = _workload(N, prompt_tokens, output_tokens, engine, (
         max_num_seqs, max_num_batched_tokens, policy, enable_chunked_prefill,
         long_prefill_token_threshold, step_overhead_ms, step_noise_sd))
-    first = [_Req(i, 0.0, Ps[i], Os[i]) for i in range(min(C, N))]
-    reqs, log, n = _run(model, first, cfg, closed=(N, Ps, Os), seed=seed, keep_steps=keep_steps,
-                        max_steps=max_steps)
+    run = _run(model, cfg, Ps, Os, concurrency=C, seed=seed, keep_steps=keep_steps,
+               max_steps=max_steps)
     extra = {"mode": "closed_loop", "num_requests": N, "concurrency": C,
                  "prompt_tokens": _scalar_or_list(Ps), "output_tokens": _scalar_or_list(Os), "seed": seed}
-    return _result(reqs, log, n, cfg, extra)
+    return _result(run, cfg, extra)
 
 
 def simulate_open_loop(model, *, prompt_tokens, output_tokens, rate: float | None = None,
@@ -135,12 +135,11 @@ def simulate_open_loop(model, *, prompt_tokens, output_tokens, rate: float | Non
     Ps, Os, cfg = _workload(N, prompt_tokens, output_tokens, engine, (
         max_num_seqs, max_num_batched_tokens, policy, enable_chunked_prefill,
         long_prefill_token_threshold, step_overhead_ms, step_noise_sd))
-    reqs = [_Req(i, float(arrivals[i]), Ps[i], Os[i]) for i in range(N)]
-    reqs, log, n = _run(model, reqs, cfg, closed=None, seed=seed, keep_steps=keep_steps,
-                        max_steps=max_steps)
+    run = _run(model, cfg, Ps, Os, arrivals, seed=seed, keep_steps=keep_steps,
+               max_steps=max_steps)
     extra = {"mode": "open_loop", "num_requests": N, "rate": None if rate is None else float(rate),
                  "prompt_tokens": _scalar_or_list(Ps), "output_tokens": _scalar_or_list(Os), "seed": seed}
-    return _result(reqs, log, n, cfg, extra)
+    return _result(run, cfg, extra)
 
 
 def _workload(N: int, prompt_tokens, output_tokens, engine, values: tuple):
@@ -150,9 +149,9 @@ def _workload(N: int, prompt_tokens, output_tokens, engine, values: tuple):
     """
     Ps = _per_request("prompt_tokens", prompt_tokens, N)
     Os = _per_request("output_tokens", output_tokens, N)
-    cfg = _engine(engine, **dict(zip((f.name for f in fields(EngineConfig)), values,
-                                     strict=True)))
-    _check_fits(cfg, Ps)
+    names = [f.name for f in fields(EngineConfig)][:len(values)]
+    cfg = _engine(engine, **dict(zip(names, values, strict=True)))
+    _check_fits(cfg, Ps, Os)
     return Ps, Os, cfg
 
 
@@ -160,7 +159,15 @@ def _scalar_or_list(a: np.ndarray):
     return int(a[0]) if np.all(a == a[0]) else a.tolist()
 
 
-def _check_fits(cfg: EngineConfig, Ps: np.ndarray):
+def _check_fits(cfg: EngineConfig, Ps: np.ndarray, Os: np.ndarray | None = None):
+    if cfg.num_gpu_blocks is not None and Os is not None:
+        # a request holds at most P + O - 1 computed tokens (its last token is never computed)
+        need = -(-(Ps + Os - 1) // cfg.block_size)
+        if need.max() > cfg.num_gpu_blocks:
+            k = int(np.argmax(need))
+            raise InputError(f"request {k} (prompt {int(Ps[k])}, output {int(Os[k])} tokens) needs "
+                             f"{int(need[k])} KV blocks but the KV cache has num_gpu_blocks="
+                             f"{cfg.num_gpu_blocks} of {cfg.block_size} tokens")
     if not cfg.enable_chunked_prefill and Ps.max() > cfg.max_num_batched_tokens:
         raise InputError(f"prompt_tokens up to {int(Ps.max())} exceed max_num_batched_tokens="
                          f"{cfg.max_num_batched_tokens} without chunked prefill: such a prompt "

@@ -9,6 +9,7 @@ from numbers import Integral, Real
 import numpy as np
 import pandas as pd
 
+from perfmodel._parallel import one_blas_thread  # noqa: F401 - defined once, there
 from perfmodel.core.scale import scale_of
 from perfmodel.errors import InputError
 
@@ -167,18 +168,3 @@ def _leverage(Jf: np.ndarray) -> np.ndarray:
     norms[norms == 0] = 1.0
     q, _ = np.linalg.qr(Jf / norms)
     return np.clip(np.einsum("ij,ij->i", q, q), 0.0, 0.999)
-
-
-def one_blas_thread():
-    """Limit BLAS/OpenMP to one thread: the per-resample problems are small
-    (n x p, p <= 9) and on a loaded machine OpenBLAS's spinning threads make
-    each fit several times slower (measured: 26 ms vs 190-500 ms for one
-    5,000-step fit at load 4.5 on 2 cores).  joblib's loky workers already
-    run with one thread each."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        from contextlib import nullcontext
-
-        return nullcontext()
-    return threadpool_limits(limits=1)
