@@ -296,6 +296,42 @@ def test_an_output_that_is_not_a_regular_file_is_refused_before_fitting(tmp_path
     assert real.read_text() == "keep\n" and link.is_symlink()
 
 
+def test_predict_interval_adds_bounds_and_names_its_method(fit_json, tmp_path, capsys):
+    out = tmp_path / "pred.csv"
+    rc, _, err = run(["predict", fit_json, EXAMPLE, "-o", out, "--interval", "0.9"], capsys)
+    assert rc == 0, err
+    got = pd.read_csv(out)
+    assert list(got.columns[-3:]) == ["predicted_ms", "lower_ms", "upper_ms"]
+    assert np.all(got["lower_ms"] <= got["predicted_ms"])
+    assert np.all(got["predicted_ms"] <= got["upper_ms"])
+    assert "interval 0.9: conformal" in err  # perfmodel fit stores a calibration by default
+    assert "interval_calibration" in json.loads(Path(fit_json).read_text())
+
+
+def test_predict_interval_without_calibration_states_the_model_band(tmp_path, capsys):
+    fit = tmp_path / "f.json"
+    assert run(["fit", EXAMPLE, "-o", fit, "--model", "seed_id", "--intervals", "none"],
+               capsys)[0] == 0
+    assert "interval_calibration" not in json.loads(fit.read_text())
+    rc, stdout, err = run(["predict", fit, EXAMPLE, "-o", tmp_path / "p.csv", "--interval",
+                           "0.8", "--json"], capsys)
+    assert rc == 0, err
+    assert json.loads(stdout)["interval"]["method"] == "model"
+    assert "interval 0.8: model" in err
+    rc, _, err = run(["predict", fit, EXAMPLE, "-o", tmp_path / "q.csv", "--interval", "0.8",
+                      "--interval-method", "conformal"], capsys)
+    assert rc == 2 and "interval_calibration" in err and not (tmp_path / "q.csv").exists()
+
+
+@pytest.mark.parametrize("level,needle", [("1.5", "level"), ("0", "level"), ("abc", "invalid"),
+                                          ("0.905", "not calibrated")])
+def test_predict_bad_interval_exits_2_with_one_line(fit_json, tmp_path, capsys, level, needle):
+    out = tmp_path / "p.csv"
+    rc, _, err = run(["predict", fit_json, EXAMPLE, "-o", out, "--interval", level], capsys)
+    assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
 # -- request-level decisions: capacity, tune; sla's workload context ----------------------
 CTX_TRACE = REPO / "data" / "vllm-cpu" / "llama-small" / "mixed-r1.csv"
 

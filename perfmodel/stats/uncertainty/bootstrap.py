@@ -29,6 +29,7 @@ from perfmodel.stats.uncertainty._common import (
     _check_fit,
     _choice_problem,
     _fit_data,
+    _fit_groups,
     _free_mask,
     _int_problem,
     _leverage,
@@ -246,13 +247,17 @@ class _Job:
     wild_weights: str
     weights: np.ndarray | None
     se_type: str | None = None
+    clusters: list | None = None  # row indices of each cluster (scheme 'cluster')
 
 
 def _draw(job: _Job, rng):
     n = job.y.size
-    if job.scheme in ("pairs", "block"):
+    if job.scheme in ("pairs", "block", "cluster"):
         if job.scheme == "pairs":
             idx = rng.integers(0, n, n)
+        elif job.scheme == "cluster":
+            pick = rng.integers(0, len(job.clusters), len(job.clusters))
+            idx = np.concatenate([job.clusters[c] for c in pick])
         else:
             idx = block_indices(n, job.block_length, block=job.block, rng=rng)
         feats = {k: v[idx] for k, v in job.feats.items()}
@@ -346,7 +351,7 @@ def _parallel(func, items, n_jobs, progress, desc, *, backend="loky", scheduler=
 
 def _bootstrap_arg_problems(*, n_boot, scheme, method, alpha, block, block_length, wild_weights,
                             seed, n_jobs, jackknife_groups, se_type, backend="loky",
-                            scheduler=None) -> list[str]:
+                            scheduler=None, groups=None) -> list[str]:
     """Every problem with the arguments of :func:`bootstrap` (one message lists them all)."""
     problems = (_int_problem("n_boot", n_boot, 2) + _choice_problem("scheme", scheme, SCHEMES)
                 + _choice_problem("method", method, METHODS) + _alpha_problem(alpha)
@@ -368,11 +373,15 @@ def _bootstrap_arg_problems(*, n_boot, scheme, method, alpha, block, block_lengt
             problems.append(f"se_type is only used by method 'studentized', got method {method!r}")
     if block_length is not None and scheme != "block":
         problems.append(f"block_length is only used by scheme 'block', got scheme {scheme!r}")
+    if (groups is None) != (scheme != "cluster"):
+        problems.append("groups is required by scheme 'cluster' and used by no other scheme")
+    if scheme == "cluster" and method == "studentized":
+        problems.append("method 'studentized' is not available with scheme 'cluster'")
     return problems
 
 
 def _bootstrap_job(fit, feats, yy, w, *, scheme, method, block, block_length, wild_weights,
-                   se_type, notes: list[str]):
+                   se_type, notes: list[str], codes=None):
     """The resampling scheme's setup -> (job, block length, its rule); appends notes."""
     n = yy.size
     model = fit.model
@@ -402,7 +411,12 @@ def _bootstrap_job(fit, feats, yy, w, *, scheme, method, block, block_length, wi
                f_scale=fit.options.get("f_scale"), scale=fit.options.get("scale", True),
                x0=theta, scheme=scheme, block=block, block_length=L,
                wild_weights=wild_weights, weights=w,
-               se_type=(se_type or SE_TYPES[scheme]) if method == "studentized" else None)
+               se_type=(se_type or SE_TYPES[scheme]) if method == "studentized" else None,
+               clusters=None if codes is None else
+               [np.flatnonzero(codes == c) for c in range(int(codes.max()) + 1)])
+    if codes is not None:
+        notes.append(f"whole clusters resampled: {len(job.clusters)} clusters of "
+                     f"{n / len(job.clusters):.3g} steps on average")
     return job, L, rule
 
 
@@ -442,7 +456,13 @@ def _bca_with_jackknife(job: _Job, fit, samples, *, alpha, jackknife_groups, str
     theta, n, scheme = job.x0, job.y.size, job.scheme
     z0 = acc = None
     rng = np.random.default_rng(stream)
-    if n <= jackknife_groups:
+    if scheme == "cluster":
+        G = len(job.clusters)
+        sets = np.array_split(rng.permutation(G), min(G, jackknife_groups))
+        groups = [np.concatenate([job.clusters[c] for c in cs]) for cs in sets]
+        kind = ("leave-one-cluster-out jackknife" if G <= jackknife_groups else
+                f"grouped jackknife, {jackknife_groups} random sets of whole clusters")
+    elif n <= jackknife_groups:
         groups = [np.array([i]) for i in range(n)]
         kind = "leave-one-out"
     else:
@@ -488,7 +508,7 @@ def bootstrap(fit, data=None, n_boot: int = 1000, *, y=None, scheme: str = "pair
               seed: int = 0, n_jobs: int = 1, progress: bool = False,
               jackknife_groups: int = 100, se_type: str | None = None,
               weights=None, backend: str = "loky",
-              scheduler: str | None = None) -> BootstrapResult:
+              scheduler: str | None = None, groups=None) -> BootstrapResult:
     """Bootstrap intervals for a fit's parameters.
 
     Problem: covariance intervals rest on a linearisation and on iid errors
@@ -516,6 +536,13 @@ def bootstrap(fit, data=None, n_boot: int = 1000, *, y=None, scheme: str = "pair
         in time order (a DataFrame is sorted by ``step``/``timestamp``).
         ``block_length=None`` takes the data-driven Politis-White length of
         the fit-scale residuals (:func:`optimal_block_length`; via ``arch``).
+    ``'cluster'``
+        Whole clusters (``groups``: configurations, replicate sets, time
+        blocks) drawn with replacement, all their rows together (the cluster
+        or "case-cluster" bootstrap; Cameron, Gelbach & Miller, Rev. Econ.
+        Stat. 90, 2008; Field & Welsh, JASA 102, 2007).  Valid when residuals
+        correlate within a cluster and clusters are independent; BCa's
+        jackknife then deletes whole clusters.
 
     Methods: ``'percentile'``; ``'studentized'`` (bootstrap-t,
     :func:`studentized_interval`: each resample studentized by its own
@@ -561,6 +588,9 @@ def bootstrap(fit, data=None, n_boot: int = 1000, *, y=None, scheme: str = "pair
         studentized method (default :data:`SE_TYPES` of the scheme)
     weights : sample weights of the original fit (FitResult does not store
         them), resampled with the rows
+    groups : scheme ``'cluster'`` only: a column name of the trace ``data``
+        or one cluster label per row of ``data`` (of the fit's own rows when
+        ``data`` is None), e.g. :func:`perfmodel.stats.validation.fold_groups`
 
     Returns
     -------
@@ -578,7 +608,7 @@ def bootstrap(fit, data=None, n_boot: int = 1000, *, y=None, scheme: str = "pair
         n_boot=n_boot, scheme=scheme, method=method, alpha=alpha, block=block,
         block_length=block_length, wild_weights=wild_weights, seed=seed, n_jobs=n_jobs,
         jackknife_groups=jackknife_groups, se_type=se_type, backend=backend,
-        scheduler=scheduler), "bootstrap")
+        scheduler=scheduler, groups=groups), "bootstrap")
 
     feats, yy = _fit_data(fit, data, y, "bootstrap")
     n = yy.size
@@ -588,9 +618,10 @@ def bootstrap(fit, data=None, n_boot: int = 1000, *, y=None, scheme: str = "pair
         if w.shape != (n,) or not np.all(np.isfinite(w) & (w >= 0)):
             raise InputError(f"bootstrap: weights must be {n} finite values >= 0, got shape {w.shape}")
     notes: list[str] = []
+    codes = None if groups is None else _fit_groups(fit, data, groups, n, "bootstrap")
     job, L, rule = _bootstrap_job(fit, feats, yy, w, scheme=scheme, method=method, block=block,
                                   block_length=block_length, wild_weights=wild_weights,
-                                  se_type=se_type, notes=notes)
+                                  se_type=se_type, notes=notes, codes=codes)
     theta = job.x0
     samples, se_samples, se_hat, failures = _resample_fits(
         job, fit, seed, n_boot, n_jobs=n_jobs, progress=progress, notes=notes, backend=backend,
