@@ -224,9 +224,9 @@ _SCHED = []
 
 
 def _schedule_of():
-    """:func:`perfmodel.data.collect.vllm_collector._sched_from_output`, imported once, lazily."""
+    """:func:`perfmodel.data.collect.vllm_engine._sched_from_output`, imported once, lazily."""
     if not _SCHED:
-        from perfmodel.data.collect.vllm_collector import _sched_from_output
+        from perfmodel.data.collect.vllm_engine import _sched_from_output
 
         _SCHED.append(_sched_from_output)
     return _SCHED[0]
