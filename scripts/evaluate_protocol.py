@@ -24,6 +24,9 @@ Usage::
 
     nice -n 10 python scripts/evaluate_protocol.py [--only gpu vllm-cpu splitwise]
         [--starts 1] [--k 5] [--nested-k 3] [--boot 500]
+    # the confirmation traces (collected after the model of record was frozen)
+    python scripts/evaluate_protocol.py --cpu-root data/vllm-cpu-confirmation \
+        --only vllm-cpu --skip-nested --out build/confirmation
 """
 from __future__ import annotations
 
@@ -84,12 +87,17 @@ def gpu_trace() -> tuple[pd.DataFrame, dict]:
                              "peak_tbps": bw}}
 
 
-def datasets(only):
-    """(label, loader) pairs: loader() -> list of (scheme-label, df, compare kwargs)."""
+def datasets(only, cpu_root: Path | None = None):
+    """(label, loader) pairs: loader() -> list of (scheme-label, df, compare kwargs).
+
+    ``cpu_root``: the folder of vLLM-CPU model folders (default ``data/vllm-cpu``;
+    ``data/vllm-cpu-confirmation`` for the confirmation traces collected after the
+    model of record was frozen).
+    """
     out = []
     if (ROOT / "data" / "gpu" / "trace.csv").exists():
         out.append(("gpu", _gpu_tasks))
-    cpu = ROOT / "data" / "vllm-cpu"
+    cpu = cpu_root or ROOT / "data" / "vllm-cpu"
     for mdir in sorted(d for d in cpu.iterdir() if d.is_dir()) if cpu.is_dir() else []:
         out.append((f"vllm-cpu_{mdir.name}", lambda m=mdir: _cpu_tasks(m)))
     out.append(("splitwise", _splitwise_tasks))
@@ -226,11 +234,13 @@ def main(argv=None) -> int:
     ap.add_argument("--nested-k", type=int, default=3)
     ap.add_argument("--boot", type=int, default=500)
     ap.add_argument("--skip-nested", action="store_true")
+    ap.add_argument("--cpu-root", type=Path, default=None,
+                    help="folder of vLLM-CPU model folders (default data/vllm-cpu)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     log(f"model of record: {dict(RECOMMENDED)}; registry: {list(MODELS)}")
-    sel = datasets(args.only)
+    sel = datasets(args.only, args.cpu_root)
     if not sel:
         log("no dataset matched")
         return 1
