@@ -97,7 +97,7 @@ $(NB_BUILD)/%.ipynb: notebooks/%.ipynb $(NB_PARAMS)/%.yaml $(NB_MODE_FILE) $(VEN
 	  && mv $(@D)/$*.partial.ipynb $@ \
 	  || { echo "notebook $* FAILED: see $(@D)/$*.partial.ipynb" >&2; exit 1; }
 
-$(PAPER_NUMBERS): $(NB_OUTPUTS) perfmodel/report/paperio.py | pipeline-start
+$(PAPER_NUMBERS): $(NB_OUTPUTS) $(wildcard perfmodel/report/paperio/*.py) | pipeline-start
 	@$(PY) -m perfmodel.report.paperio assemble --folder $(PAPER_OUT)/paper/numbers --out $@
 
 # the PDF's dates come from this fixed time (2026-01-01 UTC), so a rebuild of unchanged inputs

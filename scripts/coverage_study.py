@@ -14,9 +14,12 @@ scenarios, methods and the fit scale of each noise type are documented in
   ``--replicates``);
 * ``coverage_settings.json`` -- settings, truth, wall time.
 
-The full run (default: R = 500, n = 300 steps, 199 bootstrap resamples,
-2 workers) takes about 20 minutes on the 2-core development machine; run it
-with ``nice -n 10``.  ``--small`` is the test-sized run (R = 20).
+The full run of the first four scenarios (default: R = 500, n = 300 steps,
+199 bootstrap resamples, 2 workers) takes about 20 minutes on the 2-core
+development machine; run it with ``nice -n 10``.  The four later scenarios
+(misspecified, heavy_tails, clustered, ar1_design) took 19 minutes at
+R = 50 and 99 resamples on the same machine under load (``--plan`` runs a
+subset).  ``--small`` is the test-sized run (R = 20).
 
 Usage::
 

@@ -2,14 +2,15 @@
 """Honest evaluation of the model family on every real dataset available.
 
 Held-out scores, not in-sample fits, choose the default model and fit scale
-(README.md, Defaults); in-sample errors flatter flexible forms. For each dataset found -- Splitwise (one per model/GPU/TP group), the
+(README.md, Model of record); in-sample errors flatter flexible forms. For each dataset found -- Splitwise (one per model/GPU/TP group), the
 Sarathi-Serve specimen batches, Vidur's composed steps, the GPU trace in
 ``data/gpu/`` and any vLLM-CPU traces under ``data/vllm-cpu/`` -- this script:
 
-1. runs :func:`perfmodel.stats.compare.compare` with grouped 5-fold CV (the folds
-   of :func:`perfmodel.stats.validation.make_folds`: no replicate, identical step
-   or -- in the vLLM-CPU engine traces -- step within 25 steps of a test
-   step in training) and writes
+1. runs :func:`perfmodel.stats.compare.compare` with the evaluation protocol's
+   ``grouped`` scheme (:mod:`perfmodel.stats.protocol`, on the fold engine
+   :func:`perfmodel.stats.validation.make_folds`: no replicate, identical step
+   or -- in the vLLM-CPU engine traces, 25-step blocks -- step within 25 steps
+   of a test step in training) and writes
    ``paper/tables/compare_<dataset>.csv`` (and ``.tex`` through
    :mod:`perfmodel.report.paperio`);
 2. runs the extrapolation split (train at or below the 0.8 quantile of S and
@@ -26,7 +27,9 @@ Sarathi-Serve specimen batches, Vidur's composed steps, the GPU trace in
 
 and writes ``paper/tables/compare_summary.csv`` (+ ``.tex``) and
 ``paper/tables/adequacy_summary.csv`` (+ ``.tex``): per dataset the noise
-floor, the seed form's held-out MAPE, the best model and its MAPE, each
+floor (the median oracle, :mod:`perfmodel.data.noise`; the mean oracle and the
+median CV as labelled diagnostics), the model of record's ratio to it with a
+90 % cluster-bootstrap interval, the seed form's held-out MAPE, the best model and its MAPE, each
 baseline's, the ratio to the floor and the extrapolation-split winner.
 
 Usage::
@@ -98,8 +101,8 @@ def datasets() -> list[tuple[str, callable]]:
     cpu = ROOT / "data" / "vllm-cpu"
     if cpu.is_dir():
         # per model size: the three same-seed mixed replicates (identical schedules), with
-        # `replicate` naming the run and `config` the step, so folds keep a step's
-        # replicates together and the noise floor is the replicate-run floor
+        # `replicate` naming the run; the folds keep a step's replicates (identical
+        # schedules) and its 25-step block together, the floor matches steps by `step`
         for mdir in sorted(d for d in cpu.iterdir() if d.is_dir()):
             reps = sorted(mdir.glob("mixed-r*.csv"))
             if len(reps) >= 2:
@@ -108,7 +111,6 @@ def datasets() -> list[tuple[str, callable]]:
                     for r in reps:
                         d = read_trace(r)
                         d["replicate"] = r.stem
-                        d["config"] = "step" + d["step"].astype(str)
                         parts.append(d)
                     return pd.concat(parts, ignore_index=True)
                 out.append((f"vllm-cpu_{mdir.name}", load))
@@ -240,18 +242,23 @@ def main(argv=None) -> int:
         nf = tab.attrs["noise_floor"]
         bm, bmape = _best(tab, "model")
         row = {"dataset": label, "n_steps": len(df), "context": ctx,
-               "floor_kind": nf["kind"], "noise_floor_oracle_mape": nf.get("oracle_mape"),
-               "noise_floor_median_cv_pct": (100 * nf["median_cv"]
+               "floor_kind": nf["kind"], "noise_floor": nf.get("oracle_median"),
+               "diagnostic_mean_oracle_mape": nf.get("oracle_mape"),
+               "diagnostic_median_cv_pct": (100 * nf["median_cv"]
                                              if nf.get("median_cv") is not None else None),
-               "noise_floor_drift_removed_oracle_mape": nf.get("oracle_mape_drift_removed"),
+               "diagnostic_drift_removed_mean_oracle_mape": nf.get("oracle_mape_drift_removed"),
                "seed_mape": _mape(tab, SEED_FORM), "recommended": rec,
                "recommended_mape": _mape(tab, rec), "best_model": bm, "best_model_mape": bmape}
         for b in tab.loc[tab["kind"] == "baseline", "name"]:
             row[f"{b}_mape"] = _mape(tab, b)
         bb, bbm = _best(tab, "baseline")
         row["best_baseline"], row["best_baseline_mape"] = bb, bbm
-        fl = row["noise_floor_oracle_mape"]
+        fl = row["noise_floor"]
         row["recommended_ratio_to_floor"] = (row["recommended_mape"] / fl) if fl else None
+        rr = tab[tab["name"] == rec]
+        row["recommended_ratio_lo"] = float(rr["ratio_lo"].iloc[0]) if len(rr) else np.nan
+        row["recommended_ratio_hi"] = float(rr["ratio_hi"].iloc[0]) if len(rr) else np.nan
+        row["recommended_lof_p"] = float(rr["lof_p"].iloc[0]) if len(rr) else np.nan
         row["best_ratio_to_floor"] = (bmape / fl) if fl else None
         row["recommended_mape_absolute_loss"] = absm
         row["seed_mape_absolute_loss"] = abs_seed
@@ -277,9 +284,10 @@ def main(argv=None) -> int:
         return 1
     s = pd.read_csv(out / "compare_summary.csv")
     if paperio is not None:
-        cols = ["dataset", "noise_floor_oracle_mape", "seed_mape", "recommended_mape",
+        cols = ["dataset", "noise_floor", "seed_mape", "recommended_mape",
                 "best_model", "best_model_mape", "best_baseline", "best_baseline_mape",
-                "recommended_ratio_to_floor", "extrapolation_winner"]
+                "recommended_ratio_to_floor", "recommended_ratio_lo", "recommended_ratio_hi",
+                "extrapolation_winner"]
         paperio.write_table(s[cols], "compare_summary", folder=out)
     log("summary written to " + str(out / "compare_summary.csv"))
     return 0

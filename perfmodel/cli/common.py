@@ -10,8 +10,8 @@ from pathlib import Path
 from perfmodel._io import check_output_path, json_safe
 from perfmodel.errors import PerfmodelError
 
-__all__ = ["DeprecatedAlias", "Parser", "UsageError", "add_random_state_argument",
-           "check_output", "emit"]
+__all__ = ["DeprecatedAlias", "Parser", "UsageError", "add_backend_arguments",
+           "add_random_state_argument", "check_output", "emit"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -62,6 +62,18 @@ def add_random_state_argument(parser: argparse.ArgumentParser, what: str,
     parser.add_argument("--seed", dest="seed", type=_seed, default=argparse.SUPPRESS,
                         action=DeprecatedAlias, new_option="--random-state",
                         help=argparse.SUPPRESS)
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--backend {loky,dask}`` and ``--scheduler ADDRESS``: where the parallel work runs
+    (:func:`perfmodel._parallel.map_tasks`; README, "Scaling out")."""
+    from perfmodel._parallel import BACKENDS
+
+    parser.add_argument("--backend", default="loky", choices=list(BACKENDS),
+                        help="parallel backend: loky (local cores, default) or dask (a Dask "
+                             "cluster: --scheduler, or a LocalCluster on this machine)")
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                        help="with --backend dask: the scheduler, e.g. tcp://host:8786")
 
 
 def emit(args, text: str, obj) -> None:

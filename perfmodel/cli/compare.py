@@ -36,8 +36,13 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baselines", default=",".join(DEFAULT_BASELINES),
                         help="comma-separated baselines, or '' for none (default: %(default)s)")
     parser.add_argument("--cv", default="grouped", choices=list(CV_SCHEMES),
-                        help="grouped k-fold (no replicate in both train and test), time "
-                             "(expanding window) or extrapolate (train on the lower S and B)")
+                        help="a scheme of the evaluation protocol (perfmodel.stats.protocol): "
+                             "grouped (config + identical schedule; 25-step blocks on an engine trace), "
+                             "blocked25, blocked100, transfer (needs a workload column), "
+                             "extrapolate (train on the lower S and B) or time (expanding window)")
+    parser.add_argument("--test-workload", default=None,
+                        help="--cv transfer: the value of the trace's workload column to predict "
+                             "(trained on the others)")
     parser.add_argument("-k", "--folds", type=int, default=5, dest="k", help="folds (default 5)")
     add_random_state_argument(parser, "the folds, the multi-starts and the random forest")
     parser.add_argument("--starts", type=int, default=4, help="multi-start count per fit")
@@ -60,10 +65,10 @@ def compare_command(args) -> tuple[str, dict]:
     df, label = load_trace_arg(args.trace)
     table = compare(df, models=args.models, baselines=args.baselines, cv=args.cv, k=args.k,
                     seed=args.seed, relative=args.relative, n_starts=args.starts,
-                    quantile=args.quantile)
+                    quantile=args.quantile, test_workload=args.test_workload)
     atomic_write_text(out, table.to_csv(index=False), force=args.force, inputs=inputs)
     nf = table.attrs["noise_floor"]
-    floor = nf.get("oracle_mape")
+    floor = nf.get("oracle_median")
     if nf["kind"] == "none" or floor is None:
         # no repeated measurements: say so in words; the JSON holds null and the reason
         why = "the trace has no replicate steps" + (f"; {nf['note']}" if nf.get("note") else "")
@@ -71,8 +76,8 @@ def compare_command(args) -> tuple[str, dict]:
         nf_json = None
     else:
         why = None
-        floor_text = (f"noise floor ({nf['kind']}): oracle MAPE {floor:.2f}%, "
-                      f"median CV {100 * nf['median_cv']:.2f}%")
+        floor_text = (f"noise floor ({nf['kind']}): median-oracle MAPE {floor:.2f}%, "
+                      f"(diagnostic: median CV {100 * nf['median_cv']:.2f}%)")
         nf_json = nf
     head = (f"{label}: {len(df)} steps, cv={args.cv} ({int(table['k'].iloc[0])} folds), "
             f"relative={args.relative}; {floor_text}")

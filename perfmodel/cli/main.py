@@ -24,16 +24,25 @@ import numpy as np
 from perfmodel import __version__
 from perfmodel._checks import check_int_range
 from perfmodel._io import Terminated, atomic_write_text, json_safe, terminate_as_interrupt
+from perfmodel.cli import capacity as cli_capacity
 from perfmodel.cli import collect as cli_collect
 from perfmodel.cli import compare as cli_compare
+from perfmodel.cli import convert as cli_convert
 from perfmodel.cli import factors as cli_factors
 from perfmodel.cli import replay as cli_replay
 from perfmodel.cli import simulate as cli_simulate
 from perfmodel.cli import sla as cli_sla
-from perfmodel.cli.common import Parser, UsageError, add_random_state_argument, check_output, emit
+from perfmodel.cli.common import (
+    Parser,
+    UsageError,
+    add_backend_arguments,
+    add_random_state_argument,
+    check_output,
+    emit,
+)
 from perfmodel.errors import InputError, PerfmodelError
 
-#: the default model and loss; chosen from held-out measurements (README, "Defaults")
+#: the default model and loss; chosen from held-out measurements (README, "Model of record")
 DEFAULT_MODEL = "auto"
 DEFAULT_LOSS = "linear"
 
@@ -49,15 +58,17 @@ def resolve_model(name: str, df) -> str:
 
 # ---------------------------------------------------------------------------
 def cmd_fit(args):
+    from perfmodel._parallel import check_backend
     from perfmodel.core.fit import fit_model
     from perfmodel.data.trace import read_trace, trace_sha256
 
     check_int_range("--starts", args.starts, 1)
     if args.bootstrap:
         check_int_range("--bootstrap", args.bootstrap, 2)
+    check_backend(args.backend, args.scheduler)
     out = check_output(args.output, args.force, inputs=[args.trace])
     df = read_trace(args.trace, drop_invalid=args.drop_invalid,
-                    allow_degenerate=args.allow_degenerate)
+                    allow_degenerate=args.allow_degenerate, lists="arrow")
     model = resolve_model(args.model, df)
     window = tuple(args.outlier_window) if args.outlier_window else None
     relative = "absolute" if args.absolute else args.relative
@@ -70,12 +81,19 @@ def cmd_fit(args):
         res.provenance["alias_map"] = df.attrs["alias_map"]
     if df.attrs.get("dropped"):
         res.provenance["dropped_invalid_rows"] = len(df.attrs["dropped"])
+    _calibrate(args, res, df)
     summary = res.summary()
     if args.bootstrap:
         from perfmodel.stats.uncertainty import attach_bootstrap, bootstrap
 
+        groups = None
+        if args.scheme == "cluster":
+            from perfmodel.stats.validation import fold_groups
+
+            groups = fold_groups(df)
         bs = bootstrap(res, df, n_boot=args.bootstrap, scheme=args.scheme, seed=args.seed,
-                       n_jobs=args.jobs, method=args.ci_method, progress=not args.json)
+                       n_jobs=args.jobs, method=args.ci_method, progress=not args.json,
+                       backend=args.backend, scheduler=args.scheduler, groups=groups)
         attach_bootstrap(res, bs)
         summary = res.summary()
         summary["bootstrap"] = res.provenance["bootstrap"]
@@ -83,6 +101,20 @@ def cmd_fit(args):
                       force=args.force, inputs=[args.trace])
     emit(args, res.fit_report() + f"\n\nwrote {out}", summary)
     return 0
+
+
+def _calibrate(args, res, df) -> None:
+    """``--intervals conformal``: store the held-out interval calibration in the fit."""
+    if args.intervals != "conformal":
+        return
+    from perfmodel.stats.intervals import calibrate_intervals
+
+    try:
+        res.interval_calibration = calibrate_intervals(res, df, seed=args.seed,
+                                                       n_starts=min(args.starts, 4))
+    except PerfmodelError as e:
+        print(f"perfmodel: warning: no interval calibration stored ({e}); "
+              "predict --interval will use the model-based band", file=sys.stderr)
 
 
 def _delegate(command):
@@ -122,9 +154,20 @@ def cmd_predict(args):
     table["predicted_ms"] = pred
     obj = {"output": str(out), "rows": len(table), "model": res.model_name,
            "mean_predicted_ms": float(np.mean(pred))}
+    cols = "predicted_ms"
+    if args.interval is not None:
+        from perfmodel.stats.intervals import prediction_interval
+
+        iv = prediction_interval(res, df, args.interval, method=args.interval_method)
+        table["lower_ms"], table["upper_ms"] = iv.lower, iv.upper
+        obj["interval"] = {"level": iv.level, "method": iv.method,
+                           "description": iv.description, "pools": iv.pools}
+        cols += ", lower_ms, upper_ms"
+        print(f"perfmodel: interval {iv.level:g}: {iv.method}: {iv.description}",
+              file=sys.stderr)
     json.dumps(json_safe(obj), allow_nan=False)  # everything checked before the write
     atomic_write_text(out, table.to_csv(index=False), force=args.force, inputs=inputs)
-    emit(args, f"wrote {len(table)} rows with predicted_ms to {out}", obj)
+    emit(args, f"wrote {len(table)} rows with {cols} to {out}", obj)
     return 0
 
 
@@ -194,9 +237,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fit a degenerate trace (every row identical, durations below 1 "
                         "microsecond, a single (B, S)) instead of refusing it")
     f.add_argument("--bootstrap", type=int, default=0, metavar="N", help="add N bootstrap intervals")
-    f.add_argument("--scheme", default="pairs", choices=["pairs", "residual", "wild", "block"])
+    f.add_argument("--scheme", default="pairs",
+                   choices=["pairs", "residual", "wild", "block", "cluster"],
+                   help="bootstrap resampling; cluster: whole leak-free groups of the fold "
+                        "engine (configuration, identical schedule, time block)")
+    f.add_argument("--intervals", default="conformal", choices=["conformal", "none"],
+                   help="store a held-out (cross-validated) Mondrian conformal calibration "
+                        "of prediction intervals in FIT.json for predict --interval "
+                        "(default: conformal; costs k = 5 refits)")
     f.add_argument("--ci-method", default="percentile", choices=["percentile", "bca"])
     f.add_argument("--jobs", type=int, default=1, help="parallel jobs for the bootstrap")
+    add_backend_arguments(f)
     f.set_defaults(func=cmd_fit)
 
     r = sub.add_parser("report", help="print the fit report of FIT.json")
@@ -209,6 +260,12 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("trace")
     common(pr, out=True)
     pr.add_argument("--drop-invalid", action="store_true")
+    pr.add_argument("--interval", type=float, default=None, metavar="LEVEL",
+                    help="add lower_ms and upper_ms: the central prediction interval at LEVEL "
+                         "(e.g. 0.9); the method used is printed on stderr")
+    pr.add_argument("--interval-method", default="auto", choices=["auto", "conformal", "model"],
+                    help="auto: the fit's stored conformal calibration if any, else the "
+                         "model-based band (default auto)")
     pr.set_defaults(func=cmd_predict)
 
     d = sub.add_parser("diagnose", help="residual tests of a fit on a trace")
@@ -227,8 +284,14 @@ def build_parser() -> argparse.ArgumentParser:
          cli_simulate.add_simulate_arguments, cli_simulate.simulate_command),
         ("factors", "secondary-factor analysis at a fixed step size", {},
          cli_factors.add_factors_arguments, cli_factors.factors_command),
+        ("capacity", "highest request rate / concurrency meeting TTFT-TPOT SLOs", {},
+         cli_capacity.add_capacity_arguments, cli_capacity.capacity_command),
+        ("tune", "token budget and max_num_seqs that maximise goodput under SLOs", {},
+         cli_capacity.add_tune_arguments, cli_capacity.tune_command),
         ("replay", "replay a serving run's requests (TTFT, TPOT, latency)", {},
          cli_replay.add_replay_arguments, cli_replay.replay_command),
+        ("convert", "write a trace as Parquet (recommended for large traces)", {"out": True},
+         cli_convert.add_convert_arguments, cli_convert.convert_command),
     ):
         sp = sub.add_parser(name, help=text)
         add_arguments(sp)

@@ -17,10 +17,10 @@ from perfmodel.decisions.sla import (
 )
 from perfmodel.errors import InputError
 
-__all__ = ["add_sla_arguments", "sla_command"]
+__all__ = ["add_sla_arguments", "int_list", "load_samples", "sla_command", "step_context"]
 
 
-def _int_list(text: str, name: str) -> list[int]:
+def int_list(text: str, name: str) -> list[int]:
     try:
         vals = [int(t) for t in str(text).replace(";", ",").split(",") if t.strip()]
     except ValueError:
@@ -54,9 +54,15 @@ def add_sla_arguments(parser) -> None:
     parser.add_argument("--cover", choices=("full_step", "all_batch_sizes"), default="full_step",
                         help="--recommend: check only the full step (M, K) or every b <= M at K")
     parser.add_argument("--s-max", type=int, default=DEFAULT_S_MAX, help="search cap on S")
+    c = parser.add_mutually_exclusive_group()
+    c.add_argument("--context-tokens", type=float, default=None, metavar="N",
+                   help="tokens already in each request's KV cache (needed by context-aware "
+                        "models): a step at (B, S) is B requests of S/B tokens on N cached ones")
+    c.add_argument("--workload", metavar="W",
+                   help="bench result / request file: N = mean prompt + half the mean output")
 
 
-def _load_samples(path):
+def load_samples(path):
     if path is None:
         return None
     from pathlib import Path
@@ -75,20 +81,57 @@ def _load_samples(path):
                          f"{detail}") from None
 
 
+def step_context(fit, args) -> tuple[dict | None, dict]:
+    """(features for :class:`perfmodel.decisions.sla.Predictor`, the assumption stated).
+
+    A context-aware model needs ``--context-tokens`` or ``--workload``:
+    without either the command stops (exit 2) naming them.
+    """
+    from perfmodel.data.features import CONTEXT_KEYS
+
+    need = [k for k in getattr(fit.model, "requires", ()) if k in CONTEXT_KEYS]
+    x, source = getattr(args, "context_tokens", None), "--context-tokens"
+    wl = getattr(args, "workload", None)
+    if wl is not None:
+        from perfmodel.decisions.requests_workload import load_workload_file
+
+        w = load_workload_file(wl)
+        x, source = w.mean_context_tokens, f"--workload {wl} (mean prompt + half mean output)"
+    if x is None:
+        if need:
+            raise InputError(f"model {fit.model_name} is context-aware ({', '.join(need)}): give "
+                             "--context-tokens N (tokens already cached per request) or "
+                             "--workload FILE")
+        return None, {"context_aware": False, "context_tokens": None,
+                      "rule": "the model has no context terms"}
+    if not (x >= 0):
+        raise InputError(f"--context-tokens must be >= 0, got {x!r}")
+    return {"context_tokens": float(x)}, {"source": source}
+
+
 def sla_command(args) -> tuple[str, dict]:
     """Run ``perfmodel sla``; return (text, JSON-safe dict)."""
     from perfmodel.core.results import FitResult
+    from perfmodel.decisions.sla import Predictor
 
     fit = FitResult.from_json(args.fit)
+    feats, ctx_source = step_context(fit, args)
+    assumed = {**Predictor(fit, features=feats).context_assumption, **ctx_source,
+               "model": fit.model_name, "fit_trace": fit.provenance.get("trace")}
+    text, d = _answer(fit, args, feats)
+    return text + f"\nassumed context: {assumed['rule']}", {**d, "assumed_context": assumed}
+
+
+def _answer(fit, args, feats) -> tuple[str, dict]:
     q = args.quantile
     if q is not None:
         q = check_probability("q", q)
-    samples = _load_samples(getattr(args, "bootstrap_samples", None))
+    samples = load_samples(getattr(args, "bootstrap_samples", None))
     if args.method == "bootstrap" and samples is None and (q is not None or args.recommend):
         raise InputError("--method bootstrap needs --bootstrap-samples FILE")
-    kw = {"method": args.method, "boot_samples": samples}
+    kw = {"method": args.method, "boot_samples": samples, "features": feats}
     if args.recommend:
-        grid = _int_list(args.batch_sizes, "--batch-sizes")
+        grid = int_list(args.batch_sizes, "--batch-sizes")
         d = recommend_token_budget(fit, args.target_ms, 0.95 if q is None else q,
                                    max_num_seqs_grid=grid, s_max=args.s_max,
                                    cover=getattr(args, "cover", "full_step"), **kw)
@@ -101,9 +144,10 @@ def sla_command(args) -> tuple[str, dict]:
                     f"rule: {d['rule']}")
         else:
             text = d["reason"]
+        text = f"{d['label']}\n{text}"
         return text, {"mode": "recommend", **d}
     if args.frontier:
-        grid = _int_list(args.batch_sizes, "--batch-sizes")
+        grid = int_list(args.batch_sizes, "--batch-sizes")
         df = frontier(fit, grid, args.target_ms, q, s_max=args.s_max, **kw)
         recs = json_safe(df.astype(object).where(df.notna(), None).to_dict("records"))
         text = df.to_string(index=False)
@@ -116,7 +160,7 @@ def sla_command(args) -> tuple[str, dict]:
     if args.batch_size is None:
         raise InputError("give --batch-size, --total-tokens, --frontier or --recommend")
     if q is None:
-        a = max_tokens(fit, args.batch_size, args.target_ms, s_max=args.s_max)
+        a = max_tokens(fit, args.batch_size, args.target_ms, s_max=args.s_max, features=feats)
     else:
         a = max_tokens_quantile(fit, args.batch_size, args.target_ms, q, s_max=args.s_max, **kw)
     text = (f"max tokens at B={a.batch_size}: {a.max_total_tokens}\n{a.reason}"

@@ -21,12 +21,17 @@ The members are defined in two modules on the base of
   saturation core: ``seed_kv``, ``seed_attn``, ``seed_attn_kv`` and
   ``seed_ctx_mono``.
 
-Recommended model
------------------
+Model of record
+---------------
 ``RECOMMENDED['context']`` (``seed_ctx_mono``) for a trace with per-request
 ``chunk_sizes`` and ``context_lens`` on every row, ``RECOMMENDED['no_context']``
-(``seed_id``) otherwise; the choice rests on held-out measurements (README,
-"Defaults").  ``perfmodel fit --model auto`` applies :func:`default_for`.
+(``seed_id``) otherwise: the one model every decision path, notebook and
+table uses (README, "Model of record"); the other members are labelled
+alternatives.  Chosen by nested cross-validation
+(:func:`perfmodel.stats.selection.nested_select`, ``scripts/evaluate_protocol.py``)
+and frozen before any confirmation data was collected: a change here is a
+change of the model of record and needs a new nested selection.
+``perfmodel fit --model auto`` applies :func:`default_for`.
 
 The classes are re-exported here, so ``from perfmodel.core.model import
 SeedIdModel`` keeps working.
@@ -76,8 +81,8 @@ __all__ = [
 
 MODELS: dict[str, Model] = {}
 
-#: the recommended member by kind of trace: ``'context'`` (per-request chunk sizes and
-#: contexts on every row) or ``'no_context'`` (``B`` and ``S`` only)
+#: the model of record by kind of trace: ``'context'`` (per-request chunk sizes and
+#: contexts on every row) or ``'no_context'`` (``B`` and ``S`` only); frozen (module docstring)
 RECOMMENDED: Mapping[str, str] = MappingProxyType({
     "context": SeedCtxMonoModel.name,
     "no_context": SeedIdModel.name,

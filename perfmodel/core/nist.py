@@ -425,65 +425,15 @@ def parse_dat(text: str, *, source: str = "<text>") -> NistProblem:
     def fail(msg):
         raise InputError(f"{source}: not a NIST StRD non-linear regression file: {msg}")
 
-    head = "\n".join(lines[:40])
-    m = re.search(r"Dataset Name:\s+(\S+)", head)
-    if not m:
-        fail("no 'Dataset Name:' line")
-    name = m.group(1)
-    ranges = {}
-    for key in ("Starting Values", "Certified Values", "Data"):
-        m = re.search(r"^\s*" + key + r"\s+" + _RANGE, head, re.MULTILINE)
-        if not m:
-            fail(f"no '{key} (lines A to B)' entry in the header")
-        ranges[key] = (int(m.group(1)), int(m.group(2)))
-    m = re.search(r"(Lower|Average|Higher) Level of Difficulty", head)
-    if not m:
-        fail("no 'Level of Difficulty' line")
-    difficulty = m.group(1).lower()
-    if name not in MODELS:
-        fail(f"unknown problem name {name!r} (known: {', '.join(PROBLEMS)})")
-
+    name, ranges, difficulty = _parse_header(lines, fail)
     s0, s1 = ranges["Starting Values"]
     c0, c1 = ranges["Certified Values"]
     d0, d1 = ranges["Data"]
     if not (1 <= s0 <= s1 <= c1 < d0 <= d1 <= len(lines)) or s0 != c0:
         fail(f"inconsistent line ranges {ranges} for a file of {len(lines)} lines")
-    par_re = re.compile(r"^\s*b(\d+)\s*=\s*(" + _NUM + r")\s+(" + _NUM + r")\s+(" + _NUM
-                        + r")\s+(" + _NUM + r")\s*$")
-    rows = []
-    for i in range(s0 - 1, s1):
-        m = par_re.match(lines[i])
-        if not m:
-            fail(f"line {i + 1} is not 'bK = start1 start2 certified sd': {lines[i]!r}")
-        if int(m.group(1)) != len(rows) + 1:
-            fail(f"line {i + 1}: parameter b{m.group(1)} out of order")
-        rows.append([_float(m.group(k)) for k in range(2, 6)])
-    par = np.array(rows)
-    stats = {}
-    pats = {"rss": r"Residual Sum of Squares:\s+(" + _NUM + ")",
-            "sd": r"Residual Standard Deviation:\s+(" + _NUM + ")",
-            "dof": r"Degrees of Freedom:\s+(\d+)",
-            "n": r"Number of Observations:\s+(\d+)"}
-    block = "\n".join(lines[s1:c1])
-    for k, pat in pats.items():
-        m = re.search(pat, block)
-        if not m:
-            fail(f"no '{pat.split(':')[0]}' in the certified block (lines {s1 + 1} to {c1})")
-        stats[k] = _float(m.group(1))
-    hdr = lines[d0 - 2] if d0 >= 2 else ""
-    if not re.match(r"^\s*Data:\s+y\b", hdr):
-        fail(f"line {d0 - 1} should be the 'Data: y x' header, got {hdr!r}")
-    data = []
-    for i in range(d0 - 1, d1):
-        toks = lines[i].split()
-        try:
-            data.append([_float(t) for t in toks])
-        except ValueError:
-            fail(f"data line {i + 1} is not numeric: {lines[i]!r}")
-    widths = {len(r) for r in data}
-    if len(widths) != 1 or widths.pop() < 2:
-        fail(f"data lines {d0} to {d1} do not all have the same >= 2 columns")
-    data = np.array(data)
+    par = _parse_parameters(lines, s0, s1, fail)
+    stats = _parse_certified(lines, s1, c1, fail)
+    data = _parse_data(lines, d0, d1, fail)
     n, p = data.shape[0], par.shape[0]
     if n != int(stats["n"]):
         fail(f"data block has {n} rows but the file certifies {int(stats['n'])} observations")
@@ -506,6 +456,77 @@ def parse_dat(text: str, *, source: str = "<text>") -> NistProblem:
         certified_stderr=par[:, 3].copy(), certified_rss=stats["rss"],
         residual_sd=stats["sd"], dof=n - p, model=MODELS[name], notes=tuple(notes),
     )
+
+
+def _parse_header(lines: list[str], fail) -> tuple[str, dict, str]:
+    """:func:`parse_dat`'s header (first 40 lines): (name, block line ranges, difficulty)."""
+    head = "\n".join(lines[:40])
+    m = re.search(r"Dataset Name:\s+(\S+)", head)
+    if not m:
+        fail("no 'Dataset Name:' line")
+    name = m.group(1)
+    ranges = {}
+    for key in ("Starting Values", "Certified Values", "Data"):
+        m = re.search(r"^\s*" + key + r"\s+" + _RANGE, head, re.MULTILINE)
+        if not m:
+            fail(f"no '{key} (lines A to B)' entry in the header")
+        ranges[key] = (int(m.group(1)), int(m.group(2)))
+    m = re.search(r"(Lower|Average|Higher) Level of Difficulty", head)
+    if not m:
+        fail("no 'Level of Difficulty' line")
+    difficulty = m.group(1).lower()
+    if name not in MODELS:
+        fail(f"unknown problem name {name!r} (known: {', '.join(PROBLEMS)})")
+    return name, ranges, difficulty
+
+
+def _parse_parameters(lines: list[str], s0: int, s1: int, fail) -> np.ndarray:
+    """Lines ``s0..s1`` (1-based) ``bK = start1 start2 certified sd``, K = 1, 2, ...: (p, 4)."""
+    par_re = re.compile(r"^\s*b(\d+)\s*=\s*(" + _NUM + r")\s+(" + _NUM + r")\s+(" + _NUM
+                        + r")\s+(" + _NUM + r")\s*$")
+    rows = []
+    for i in range(s0 - 1, s1):
+        m = par_re.match(lines[i])
+        if not m:
+            fail(f"line {i + 1} is not 'bK = start1 start2 certified sd': {lines[i]!r}")
+        if int(m.group(1)) != len(rows) + 1:
+            fail(f"line {i + 1}: parameter b{m.group(1)} out of order")
+        rows.append([_float(m.group(k)) for k in range(2, 6)])
+    return np.array(rows)
+
+
+def _parse_certified(lines: list[str], s1: int, c1: int, fail) -> dict[str, float]:
+    """The certified block after the parameters (lines ``s1+1..c1``): rss, sd, dof, n."""
+    stats = {}
+    pats = {"rss": r"Residual Sum of Squares:\s+(" + _NUM + ")",
+            "sd": r"Residual Standard Deviation:\s+(" + _NUM + ")",
+            "dof": r"Degrees of Freedom:\s+(\d+)",
+            "n": r"Number of Observations:\s+(\d+)"}
+    block = "\n".join(lines[s1:c1])
+    for k, pat in pats.items():
+        m = re.search(pat, block)
+        if not m:
+            fail(f"no '{pat.split(':')[0]}' in the certified block (lines {s1 + 1} to {c1})")
+        stats[k] = _float(m.group(1))
+    return stats
+
+
+def _parse_data(lines: list[str], d0: int, d1: int, fail) -> np.ndarray:
+    """The data block, lines ``d0..d1`` after its ``Data: y x`` header: (n, 1 + predictors)."""
+    hdr = lines[d0 - 2] if d0 >= 2 else ""
+    if not re.match(r"^\s*Data:\s+y\b", hdr):
+        fail(f"line {d0 - 1} should be the 'Data: y x' header, got {hdr!r}")
+    data = []
+    for i in range(d0 - 1, d1):
+        toks = lines[i].split()
+        try:
+            data.append([_float(t) for t in toks])
+        except ValueError:
+            fail(f"data line {i + 1} is not numeric: {lines[i]!r}")
+    widths = {len(r) for r in data}
+    if len(widths) != 1 or widths.pop() < 2:
+        fail(f"data lines {d0} to {d1} do not all have the same >= 2 columns")
+    return np.array(data)
 
 
 def load_problem(name: str) -> NistProblem:

@@ -21,6 +21,7 @@ import numpy as np
 from perfmodel import __version__
 from perfmodel._io import atomic_write_text
 from perfmodel.core.fit_format import FIT_FORMAT_VERSION, check_fit_dict
+from perfmodel.core.interval_calibration import KEY
 from perfmodel.core.model import get_model
 from perfmodel.errors import InputError
 
@@ -129,6 +130,8 @@ class FitResult:
     provenance: dict[str, Any] = field(default_factory=dict)
     medians: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    #: held-out interval calibration (perfmodel.core.interval_calibration), or None
+    interval_calibration: dict | None = None
     # not serialised: arrays of the fitted data
     residuals: np.ndarray | None = field(default=None, repr=False)
     fitted: np.ndarray | None = field(default=None, repr=False)
@@ -267,6 +270,7 @@ class FitResult:
             "medians": self.medians,
             "provenance": self.provenance,
             "warnings": list(self.warnings),
+            **({KEY: self.interval_calibration} if self.interval_calibration else {}),
         }
 
     def to_json(self, path=None, *, force: bool = False) -> str:
@@ -332,6 +336,8 @@ class FitResult:
             provenance=dict(d.get("provenance", {})), medians=dict(d.get("medians", {})),
             warnings=list(d.get("warnings", [])),
         )
+        if d.get(KEY) is not None:  # its contents are checked where they are used
+            out.interval_calibration = dict(d[KEY])
         if "bootstrap" in d:
             out.provenance["bootstrap"] = d["bootstrap"]
         return out

@@ -396,28 +396,9 @@ def simulate_trace(model="seed_id", theta=None, n: int = 2000, *, noise: str = "
     truth = _check_theta(m, theta)
     check_choice("noise", noise, NOISE_KINDS)
     seed = check_int_range("seed", seed, 0)
-    spec: dict = {"kind": noise}
-    if sigma is not None:
-        sigma = check_number("sigma", sigma, lo=0.0)
-    if noise == "student_t":
-        spec["df"] = check_number("df", df, lo=2.0, lo_open=True)
-    if noise == "ar1":
-        spec["phi"] = check_number("phi", phi, lo=-1.0, hi=1.0, lo_open=True, hi_open=True)
-    if noise == "heteroscedastic":
-        spec["power"] = check_number("power", power)
-
-    if design is None:
-        n = check_int_range("n", n, 1)
-        design = make_design(n, regime_mix, max_batch, token_cap, seed, max_context=max_context)
-        design_spec = {"n": n, "regime_mix": _check_mix(regime_mix), "max_batch": max_batch,
-                       "token_cap": token_cap, "max_context": max_context}
-    else:
-        if not isinstance(design, pd.DataFrame):
-            raise InputError(f"design must be a DataFrame, got {type(design).__name__}")
-        design = validate_trace(design.drop(columns=["duration_ms", "timestamp"],
-                                            errors="ignore"),
-                                require_duration=False, source="design")
-        design_spec = {"n": len(design), "given": True}
+    spec, sigma = _noise_spec(noise, sigma, df=df, phi=phi, power=power)
+    design, design_spec = _design_for(design, n, regime_mix, max_batch, token_cap, max_context,
+                                      seed)
 
     feats = step_features(design)
     mu = m.predict(truth, feats)
@@ -431,46 +412,110 @@ def simulate_trace(model="seed_id", theta=None, n: int = 2000, *, noise: str = "
     # time order: by 'step' (every design has one), ties in row order
     order = np.argsort(design["step"].to_numpy(), kind="stable") if "step" in design else \
         np.arange(nn)
-    n_redrawn = 0
     if noise in _LOG_KINDS:
-        s = 0.05 if sigma is None else sigma
-        spec.update(sigma=s, scale="log")
-        z = rng.standard_normal(nn)
-        if noise == "multiplicative":
-            e = s * z
-        else:
-            ph = spec["phi"]
-            innov = (s * math.sqrt(1.0 - ph * ph) * z).tolist()
-            path = [s * float(z[0])]
-            for w in innov[1:]:
-                path.append(ph * path[-1] + w)
-            e = np.empty(nn)
-            e[order] = path  # the t-th step in time order gets e_t
-        T = mu * np.exp(e)
+        T = _log_noise(mu, order, sigma, spec, rng)
     elif noise == "none":
-        spec.update(sigma=0.0, scale="none")
+        spec.update(sigma=0.0, scale="none", n_redrawn=0)
         T = mu.copy()
     else:
-        s = 0.05 * float(np.median(mu)) if sigma is None else sigma
-        spec.update(sigma=s, scale="additive ms")
-        sd_scale = np.ones(nn)
-        if noise == "heteroscedastic":
-            mu_ref = float(np.median(mu))
-            spec["mu_ref"] = mu_ref
-            sd_scale = (mu / mu_ref) ** spec["power"]
-        T = mu + sd_scale * _draw(noise, rng, nn, s, spec.get("df"))
-        for _ in range(100):
-            low = np.nonzero(T <= 0)[0]
-            if low.size == 0:
-                break
-            n_redrawn += low.size
-            T[low] = mu[low] + sd_scale[low] * _draw(noise, rng, low.size, s, spec.get("df"))
-        else:
-            raise InputError(f"noise {noise!r} with sigma={s!r} ms is too large to keep T > 0 "
-                             f"(after 100 redraws {int((T <= 0).sum())} steps are still <= 0); "
-                             "lower sigma or use noise='multiplicative'")
-    spec["n_redrawn"] = int(n_redrawn)
+        T = _additive_noise(mu, sigma, spec, rng)
 
+    out = _as_trace(design, T, order)
+    out.attrs["truth"] = {
+        "generator": "perfmodel.core.synthetic.simulate_trace",
+        "perfmodel_version": __version__,
+        "model": m.name,
+        "theta": truth,
+        "noise": spec,
+        "seed": seed,
+        "design": design_spec,
+    }
+    return out
+
+
+def _noise_spec(noise: str, sigma, *, df, phi, power) -> tuple[dict, float | None]:
+    """Check the noise arguments of :func:`simulate_trace`: (its ``truth['noise']`` so far, sigma)."""
+    spec: dict = {"kind": noise}
+    if sigma is not None:
+        sigma = check_number("sigma", sigma, lo=0.0)
+    if noise == "student_t":
+        spec["df"] = check_number("df", df, lo=2.0, lo_open=True)
+    if noise == "ar1":
+        spec["phi"] = check_number("phi", phi, lo=-1.0, hi=1.0, lo_open=True, hi_open=True)
+    if noise == "heteroscedastic":
+        spec["power"] = check_number("power", power)
+    return spec, sigma
+
+
+def _design_for(design, n, regime_mix, max_batch, token_cap, max_context,
+                seed) -> tuple[pd.DataFrame, dict]:
+    """The steps of :func:`simulate_trace`: drawn by :func:`make_design` or the given ``design``
+    (checked); with its ``truth['design']`` entry."""
+    if design is None:
+        n = check_int_range("n", n, 1)
+        design = make_design(n, regime_mix, max_batch, token_cap, seed, max_context=max_context)
+        return design, {"n": n, "regime_mix": _check_mix(regime_mix), "max_batch": max_batch,
+                        "token_cap": token_cap, "max_context": max_context}
+    if not isinstance(design, pd.DataFrame):
+        raise InputError(f"design must be a DataFrame, got {type(design).__name__}")
+    design = validate_trace(design.drop(columns=["duration_ms", "timestamp"], errors="ignore"),
+                            require_duration=False, source="design")
+    return design, {"n": len(design), "given": True}
+
+
+def _log_noise(mu: np.ndarray, order: np.ndarray, sigma, spec: dict, rng) -> np.ndarray:
+    """``T = mu exp(e)``: ``multiplicative`` (iid e) or ``ar1`` (e an AR(1) path in time
+    ``order``), sd of e ``sigma`` (default 0.05); fills ``spec``."""
+    nn = len(mu)
+    s = 0.05 if sigma is None else sigma
+    spec.update(sigma=s, scale="log")
+    z = rng.standard_normal(nn)
+    if spec["kind"] == "multiplicative":
+        e = s * z
+    else:
+        ph = spec["phi"]
+        innov = (s * math.sqrt(1.0 - ph * ph) * z).tolist()
+        path = [s * float(z[0])]
+        for w in innov[1:]:
+            path.append(ph * path[-1] + w)
+        e = np.empty(nn)
+        e[order] = path  # the t-th step in time order gets e_t
+    spec["n_redrawn"] = 0
+    return mu * np.exp(e)
+
+
+def _additive_noise(mu: np.ndarray, sigma, spec: dict, rng) -> np.ndarray:
+    """``T = mu + sd e`` for the additive kinds (sd ``sigma`` ms, default 5% of the median
+    step; ``heteroscedastic``: times ``(mu/mu_ref)**power``); steps with ``T <= 0`` are
+    redrawn (at most 100 rounds, else InputError); fills ``spec``."""
+    noise, nn = spec["kind"], len(mu)
+    s = 0.05 * float(np.median(mu)) if sigma is None else sigma
+    spec.update(sigma=s, scale="additive ms")
+    sd_scale = np.ones(nn)
+    if noise == "heteroscedastic":
+        mu_ref = float(np.median(mu))
+        spec["mu_ref"] = mu_ref
+        sd_scale = (mu / mu_ref) ** spec["power"]
+    T = mu + sd_scale * _draw(noise, rng, nn, s, spec.get("df"))
+    n_redrawn = 0
+    for _ in range(100):
+        low = np.nonzero(T <= 0)[0]
+        if low.size == 0:
+            break
+        n_redrawn += low.size
+        T[low] = mu[low] + sd_scale[low] * _draw(noise, rng, low.size, s, spec.get("df"))
+    else:
+        raise InputError(f"noise {noise!r} with sigma={s!r} ms is too large to keep T > 0 "
+                         f"(after 100 redraws {int((T <= 0).sum())} steps are still <= 0); "
+                         "lower sigma or use noise='multiplicative'")
+    spec["n_redrawn"] = int(n_redrawn)
+    return T
+
+
+def _as_trace(design: pd.DataFrame, T: np.ndarray, order: np.ndarray) -> pd.DataFrame:
+    """The design with ``duration_ms = T`` and back-to-back ``timestamp`` (s) in time
+    ``order``, in the canonical column order, validated."""
+    nn = len(T)
     start = np.zeros(nn)
     start[order] = np.concatenate([[0.0], np.cumsum(T[order])[:-1]]) / 1000.0
 
@@ -482,17 +527,7 @@ def simulate_trace(model="seed_id", theta=None, n: int = 2000, *, noise: str = "
     lead = ["step", "timestamp", "batch_size", "total_tokens", "duration_ms", "chunk_sizes",
             "context_lens", "num_decode", "num_prefill", "phase"]
     cols = [c for c in lead if c in out.columns] + [c for c in out.columns if c not in lead]
-    out = validate_trace(out[cols], source="simulate_trace")
-    out.attrs["truth"] = {
-        "generator": "perfmodel.core.synthetic.simulate_trace",
-        "perfmodel_version": __version__,
-        "model": m.name,
-        "theta": truth,
-        "noise": spec,
-        "seed": seed,
-        "design": design_spec,
-    }
-    return out
+    return validate_trace(out[cols], source="simulate_trace")
 
 
 # ---------------------------------------------------------------------------

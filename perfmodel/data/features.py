@@ -82,8 +82,10 @@ def row_reduce(values, counts, how: str, rows=None) -> np.ndarray:
 
     Parameters
     ----------
-    values : numpy.ndarray of float
+    values : numpy.ndarray of float or int
         Per-request values, the requests of step 0 first, then step 1, ...
+        Integer values are summed exactly in int64 (any integer type, e.g. the
+        compact ``int16`` items of a trace read by :func:`perfmodel.data.trace.read_trace`).
     counts : numpy.ndarray of int
         Requests per step (``counts.sum() == values.size``).
     how : {'sum', 'min', 'max'}
@@ -98,6 +100,9 @@ def row_reduce(values, counts, how: str, rows=None) -> np.ndarray:
     counts = np.asarray(counts)
     n = len(counts)
     if how == "sum":
+        values = np.asarray(values)
+        if rows is None and values.dtype.kind in "iu":
+            return _int_row_sum(values, counts)
         if rows is None:
             rows = np.repeat(np.arange(n), counts)
         return np.bincount(rows, weights=values, minlength=n)
@@ -109,6 +114,34 @@ def row_reduce(values, counts, how: str, rows=None) -> np.ndarray:
         starts = (np.cumsum(counts) - counts)[nz]
         f = np.minimum if how == "min" else np.maximum
         out[nz] = f.reduceat(values, starts)
+    return out
+
+
+#: requests per block of the exact integer row sums (bounds their int64 temporaries)
+_SUM_BLOCK = 1 << 20
+
+
+def _int_row_sum(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Exact int64 sum per step of integer per-request values, as float.
+
+    Equal to ``numpy.bincount`` over the row index while the sums stay below
+    ``2**53``; without that index, and summing blocks of whole steps so that
+    the int64 copy of small-integer items never spans the whole trace.
+    """
+    n = counts.size
+    out = np.zeros(n, dtype=float)
+    ends = np.cumsum(counts)
+    row = 0
+    while row < n:
+        first = 0 if row == 0 else int(ends[row - 1])
+        stop = max(int(np.searchsorted(ends, first + _SUM_BLOCK, side="right")), row + 1)
+        c = counts[row:stop]
+        nz = c > 0
+        if nz.any():
+            block = values[first:int(ends[stop - 1])]
+            starts = (np.cumsum(c) - c)[nz]
+            out[row:stop][nz] = np.add.reduceat(block, starts, dtype=np.int64)
+        row = stop
     return out
 
 

@@ -66,13 +66,14 @@ import pandas as pd
 
 from perfmodel._checks import check_int_range, check_positive, check_probability
 from perfmodel._io import json_safe
-from perfmodel.data.features import batch_features
+from perfmodel.data.features import CONTEXT_KEYS, batch_features, uniform_batch_features
 from perfmodel.errors import InputError
 from perfmodel.stats.predictive import PredictiveDistribution
 
 __all__ = [
     "DEFAULT_SEQS_GRID",
     "DEFAULT_S_MAX",
+    "DIAGNOSTIC_LABEL",
     "BatchAnswer",
     "Predictor",
     "ScheduleDecision",
@@ -89,6 +90,11 @@ __all__ = [
 DEFAULT_S_MAX = 2**20
 DEFAULT_SEQS_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 _GRID_POINTS = 256
+#: what :func:`recommend_token_budget` is (and is not): printed with its answers
+DIAGNOSTIC_LABEL = ("diagnostic only: a step-level rule (tokens per second of one full step "
+                    "under a step-time target); it ignores queueing and request deadlines and "
+                    "can favour max_num_seqs = 1. For a deployment decision use the "
+                    "request-level `perfmodel tune` (perfmodel.decisions.tune)")
 _FEATURE_KEYS = ("B", "S")
 
 
@@ -134,8 +140,12 @@ class Predictor:
     boot_samples : (n_boot, p) parameter samples for ``'bootstrap'``
     residuals : fit-scale residuals for ``'bootstrap'`` (default: from the fit)
     features : constants for model features other than ``B`` and ``S`` (e.g.
-        ``{'attn_prefill': ..., 'decode_ctx': ...}`` for ``seed_ctx``);
-        missing ones are 0, i.e. the context terms are left out
+        ``{'attn_prefill': ..., 'decode_ctx': ...}`` for ``seed_ctx``), and/or
+        ``{'context_tokens': X}``: every request of a step at ``(B, S)`` computes
+        ``S/B`` tokens on ``X`` cached ones, and the context features the model
+        needs come from :func:`perfmodel.data.features.uniform_batch_features`
+        (constants given by name win); features neither given nor implied are 0,
+        i.e. those context terms are left out (:attr:`context_assumption` says which)
     n_draws : size of the bootstrap predictive sample
     seed : seed of the bootstrap pairing
     """
@@ -183,16 +193,41 @@ class Predictor:
                 raise InputError(f"features[{k!r}] must be a number, got {v!r}") from None
             if not math.isfinite(x):
                 raise InputError(f"features[{k!r}] must be finite, got {v!r}")
+            if k == "context_tokens" and x < 0:
+                raise InputError(f"features['context_tokens'] must be >= 0, got {v!r}")
             out[k] = x
         return out
 
     # -- evaluation on feature dicts -------------------------------------
+    @property
+    def context_assumption(self) -> dict[str, Any]:
+        """What the predictions assume about the context features the model needs."""
+        need = [k for k in self.requires if k in CONTEXT_KEYS]
+        x = self.features.get("context_tokens")
+        given = sorted(k for k in need if k in self.features)
+        if not need:
+            rule = "the model has no context terms"
+        elif x is not None:
+            rule = (f"every request of a step at (B, S) computes S/B tokens on {x:g} cached "
+                    "tokens")
+        else:
+            rule = "context features not given are 0 (their terms are left out)"
+        return {"context_aware": bool(need), "context_tokens": x, "constants": given,
+                "rule": rule}
+
     def _feats(self, feats: Mapping) -> dict:
         f = {k: np.asarray(v, float).ravel() for k, v in feats.items()}
         n = f["B"].size
+        x = self.features.get("context_tokens")
+        implied = {}
+        if x is not None and any(k not in f and k not in self.features for k in self.requires):
+            B = f["B"]
+            implied = uniform_batch_features(B, f["S"] / np.maximum(B, 1e-12), np.full(n, x))
         for k in (*self.requires, *self.features):
             if k not in f:
-                f[k] = np.full(n, self.features.get(k, 0.0))
+                f[k] = np.full(n, self.features[k]) if k in self.features else implied.get(
+                    k, np.zeros(n))
+        f.pop("context_tokens", None)
         return f
 
     def point(self, feats: Mapping) -> np.ndarray:
@@ -667,7 +702,12 @@ def recommend_token_budget(fit, itl_slo_ms: float, q: float = 0.95, *,
                            cover: str = "full_step", method: str = "delta", boot_samples=None,
                            s_max: int = DEFAULT_S_MAX, features: Mapping | None = None,
                            seed: int = 0) -> dict[str, Any]:
-    """Propose vLLM's ``max_num_batched_tokens`` and ``max_num_seqs`` for an ITL SLO.
+    """Propose vLLM's ``max_num_batched_tokens`` and ``max_num_seqs`` for an ITL SLO (diagnostic).
+
+    A step-level diagnostic (:data:`DIAGNOSTIC_LABEL`, in the answer as
+    ``label``): it can rank ``max_num_seqs = 1`` first, which serialises the
+    requests.  The request-level decision is
+    :func:`perfmodel.decisions.tune.tune_token_budget`.
 
     Problem: with continuous batching each step emits one token per decoding
     request, so the inter-token latency (ITL) is the step time (plus the
@@ -774,7 +814,8 @@ def recommend_token_budget(fit, itl_slo_ms: float, q: float = 0.95, *,
         rule = ("for each max_num_seqs M: K(M) = largest K >= M with P(T(b, K) <= SLO) >= q for "
                 "every b = 1..M; choose the M maximising K / median T(M, K)")
     out: dict[str, Any] = {"itl_slo_ms": T, "q": q, "method": method, "cover": cover, "rule": rule,
-                               "table": table}
+                               "label": DIAGNOSTIC_LABEL, "table": table,
+                               "assumed_context": pred.context_assumption}
     if best is None:
         why = table[0]["reason"]
         if cover == "full_step":

@@ -38,12 +38,16 @@ from perfmodel.errors import InputError
 
 __all__ = [
     "BASELINES",
+    "HARDWARE_PEAKS",
     "Baseline",
     "ConstantThroughput",
     "DistServe",
     "LinearBS",
+    "NonNegLinearCtx",
     "Polynomial",
     "RandomForest",
+    "Roofline",
+    "SplitwiseInterp",
     "get_baseline",
 ]
 
@@ -67,7 +71,7 @@ def _request_features(df: pd.DataFrame, name: str = "df") -> dict[str, np.ndarra
     The lists are parsed by :func:`perfmodel.data.trace.parse_list_column` and the
     features computed by :func:`perfmodel.data.features.request_features`.
     Returns float arrays :data:`_CONTEXT` (``ctx_sum``, ``ctx_max``, ``attn``,
-    ``decode_ctx``, ``prefill_sq``, ``chunk_sd``) plus ``n_decode``
+    ``decode_ctx``, ``prefill_sq``, ``chunk_sd``) plus ``attn_prefill``, ``n_decode``
     (requests with c_i == 1) and ``s_prefill`` (tokens of requests with
     c_i > 1). A one-token prefill chunk counts as decode.
     """
@@ -77,7 +81,7 @@ def _request_features(df: pd.DataFrame, name: str = "df") -> dict[str, np.ndarra
                          "features (';'-joined integers per step)")
     base = check_step_columns(df, need_y=False, name=name)
     n = len(df)
-    keys = (*_CONTEXT, "n_decode", "s_prefill")
+    keys = (*_CONTEXT, "attn_prefill", "n_decode", "s_prefill")
     out = {k: np.zeros(n) for k in keys}
     cl, xl = parse_list_column(df[_CHUNKS]), parse_list_column(df[_CTX])
     unparsable = ~(cl.ok & xl.ok)
@@ -404,6 +408,189 @@ class RandomForest(Baseline):
                 f"relative={self.relative}, random_state={self.random_state})")
 
 
+class NonNegLinearCtx(Baseline):
+    """The ablation of the saturation core: non-negative least squares on its features.
+
+    ``T = c_0 + c_B B + c_S S + c_attn A + c_kv ctx_sum + c_kvm ctx_sum [A > 0]``
+    with every coefficient >= 0 (``A`` = ``attn_prefill``): the terms of
+    ``seed_ctx_mono`` (docs/model.md) with the saturating ``a_1 S / (u v)``
+    replaced by its large-batch limit, a cost per token. If this model
+    predicts as well on the same folds, the saturation core does not earn its
+    parameters there. Fitted by :func:`scipy.optimize.nnls` on column-scaled,
+    (``relative``) ``1/T``-weighted rows. Verified: recovers the exact
+    coefficients of noise-free synthetic data and puts a coefficient of a
+    decreasing trend at 0 (tests).
+    """
+
+    name = "nnls_ctx"
+    _param_names = ("c_0", "c_B", "c_S", "c_attn", "c_kv", "c_kv_mixed")
+
+    def __init__(self, relative: bool = False):
+        self.relative = relative
+
+    def _design(self, df, feats):
+        f = _request_features(df)
+        mixed = (f["attn_prefill"] > 0).astype(float)
+        return np.column_stack([np.ones(len(df)), feats["B"], feats["S"], f["attn_prefill"],
+                                f["ctx_sum"], f["ctx_sum"] * mixed])
+
+    def fit(self, df: pd.DataFrame) -> NonNegLinearCtx:
+        """Fit every coefficient >= 0 by NNLS; return self."""
+        self._check_relative()
+        feats = check_step_columns(df, need_y=True)
+        self.coef_, self.rank_ = _nnls(self._design(df, feats), feats["T"],
+                                       self._weights(feats["T"]))
+        self.n_train_ = len(df)
+        return self
+
+
+def _nnls(X: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> tuple[np.ndarray, int]:
+    """Non-negative (weighted) least squares with column scaling; returns coef and rank."""
+    from scipy.optimize import nnls
+
+    scale = np.abs(X).max(axis=0)
+    scale[scale == 0] = 1.0
+    Xs = X / scale
+    sw = np.ones_like(y) if w is None else np.sqrt(w)
+    coef, _ = nnls(Xs * sw[:, None], y * sw, maxiter=50 * X.shape[1])
+    return coef / scale, int(np.linalg.matrix_rank(Xs))
+
+
+class SplitwiseInterp(Baseline):
+    """Splitwise's performance model: interpolation over batch tokens, per phase.
+
+    Splitwise (Patel et al., ISCA 2024, section on the simulator) predicts an
+    iteration's time by interpolating profiled times over the number of
+    tokens in the batch, separately for prefill and decode iterations. Here:
+    a step is 'decode' when ``S == B`` (every request computes one token),
+    else 'prefill'; per phase the profile is the median time at each distinct
+    ``S`` of the training steps, linearly interpolated in ``S`` and linearly
+    extrapolated from the two end knots beyond them (floored at the smallest
+    profiled time). A phase absent from training uses the other's profile.
+    ``n_params`` is None (one value per knot).
+    """
+
+    name = "splitwise_interp"
+
+    def __init__(self, relative: bool = False):
+        self.relative = relative
+
+    @property
+    def n_params(self) -> None:
+        return None
+
+    @staticmethod
+    def _phase(feats):
+        return feats["S"] == feats["B"]
+
+    def fit(self, df: pd.DataFrame) -> SplitwiseInterp:
+        """Build the per-phase profiles; return self."""
+        self._check_relative()
+        feats = check_step_columns(df, need_y=True)
+        dec = self._phase(feats)
+        self.profiles_ = {}
+        for name, sel in (("decode", dec), ("prefill", ~dec)):
+            if sel.any():
+                prof = pd.Series(feats["T"][sel]).groupby(feats["S"][sel]).median()
+                self.profiles_[name] = (prof.index.to_numpy(float), prof.to_numpy(float))
+        self.n_train_ = len(df)
+        return self
+
+    def predict(self, df: pd.DataFrame) -> np.ndarray:
+        """Interpolated step time (ms)."""
+        if not hasattr(self, "profiles_"):
+            _not_fitted(self)
+        feats = check_step_columns(df, need_y=False)
+        dec = self._phase(feats)
+        out = np.empty(len(df))
+        for name, sel in (("decode", dec), ("prefill", ~dec)):
+            if not sel.any():
+                continue
+            x, t = self.profiles_.get(name) or next(iter(self.profiles_.values()))
+            out[sel] = _interp_extrap(feats["S"][sel], x, t)
+        return out
+
+
+def _interp_extrap(q: np.ndarray, x: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """np.interp inside the knots, the end segments' lines outside (>= min t)."""
+    p = np.interp(q, x, t)
+    if x.size >= 2:
+        lo, hi = q < x[0], q > x[-1]
+        p[lo] = t[0] + (q[lo] - x[0]) * (t[1] - t[0]) / (x[1] - x[0])
+        p[hi] = t[-1] + (q[hi] - x[-1]) * (t[-1] - t[-2]) / (x[-1] - x[-2])
+    return np.maximum(p, t.min())
+
+
+#: dense BF16 tensor-core peak (TFLOP/s) and memory bandwidth (TB/s) by GPU name, from the
+#: vendor's public product pages (NVIDIA H200 / H100 SXM datasheets; A100 80GB SXM)
+HARDWARE_PEAKS: dict[str, tuple[float, float]] = {
+    "NVIDIA H200": (989.4, 4.8),
+    "NVIDIA H100 80GB HBM3": (989.4, 3.35),
+    "NVIDIA A100-SXM4-80GB": (312.0, 2.039),
+}
+
+
+class Roofline(Baseline):
+    """A calibrated roofline from the model's shape and the hardware's peak numbers.
+
+    Per step, FLOPs ``F = L (2 S P_layer + 4 h_q attn) + 2 B h V`` (``P_layer``
+    weights per decoder layer, ``h_q = heads x head_dim``, ``attn`` =
+    sum c_i (ctx_i + c_i/2), logits of each request's last token) and bytes
+    ``M = e (L P_layer + h V) + e L 2 kv_heads head_dim (ctx_sum + S)`` (weights
+    read once, the KV cache read and written; ``e`` bytes per element);
+    ``T_roof = max(F / peak_flops, M / peak_bw)`` and ``T = a + b T_roof``
+    with ``a, b >= 0`` (a launch overhead and an efficiency; 2 parameters).
+    Needs the per-request lists, a Llama-style ``model_config`` (keys of
+    ``data/gpu/trace.meta.json``) and the peaks.
+    """
+
+    name = "roofline"
+    _param_names = ("a", "b")
+
+    def __init__(self, model_config: dict | None = None, peak_tflops: float | None = None,
+                 peak_tbps: float | None = None, bytes_per_element: int = 2,
+                 relative: bool = False):
+        self.model_config = model_config
+        self.peak_tflops = peak_tflops
+        self.peak_tbps = peak_tbps
+        self.bytes_per_element = bytes_per_element
+        self.relative = relative
+
+    def roof_ms(self, df: pd.DataFrame) -> np.ndarray:
+        """The uncalibrated roofline time (ms) of each step."""
+        cfg = self.model_config
+        keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                "num_key_value_heads", "head_dim", "vocab_size")
+        if not isinstance(cfg, dict) or any(k not in cfg for k in keys):
+            raise InputError(f"roofline needs `model_config` with keys {list(keys)}")
+        for v, nm in ((self.peak_tflops, "peak_tflops"), (self.peak_tbps, "peak_tbps")):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise InputError(f"roofline needs `{nm}` > 0, got {v!r}")
+        h, inter, L = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
+        hq = cfg["num_attention_heads"] * cfg["head_dim"]
+        hkv = cfg["num_key_value_heads"] * cfg["head_dim"]
+        V, e = cfg["vocab_size"], self.bytes_per_element
+        p_layer = h * (2 * hq + 2 * hkv) + 3 * h * inter
+        feats = check_step_columns(df, need_y=False)
+        f = _request_features(df)
+        B, S = feats["B"], feats["S"]
+        flops = L * (2.0 * S * p_layer + 4.0 * hq * f["attn"]) + 2.0 * B * h * V
+        nbytes = e * (L * p_layer + h * V) + e * L * 2.0 * hkv * (f["ctx_sum"] + S)
+        return 1e3 * np.maximum(flops / (self.peak_tflops * 1e12), nbytes / (self.peak_tbps * 1e12))
+
+    def _design(self, df, feats):
+        return np.column_stack([np.ones(len(df)), self.roof_ms(df)])
+
+    def fit(self, df: pd.DataFrame) -> Roofline:
+        """Fit a, b >= 0; return self."""
+        self._check_relative()
+        feats = check_step_columns(df, need_y=True)
+        self.coef_, self.rank_ = _nnls(self._design(df, feats), feats["T"],
+                                       self._weights(feats["T"]))
+        self.n_train_ = len(df)
+        return self
+
+
 #: name -> (class, default keyword arguments)
 BASELINES: dict[str, tuple[type, dict]] = {
     "linear": (LinearBS, {}),
@@ -412,6 +599,9 @@ BASELINES: dict[str, tuple[type, dict]] = {
     "constant_throughput": (ConstantThroughput, {}),
     "distserve": (DistServe, {}),
     "random_forest": (RandomForest, {}),
+    "nnls_ctx": (NonNegLinearCtx, {}),
+    "splitwise_interp": (SplitwiseInterp, {}),
+    "roofline": (Roofline, {}),
 }
 
 
@@ -422,7 +612,8 @@ def get_baseline(name: str, **kwargs) -> Baseline:
     ----------
     name : str
         One of ``BASELINES``: 'linear', 'poly2', 'poly3',
-        'constant_throughput', 'distserve', 'random_forest'.
+        'constant_throughput', 'distserve', 'random_forest', 'nnls_ctx',
+        'splitwise_interp', 'roofline'.
     **kwargs
         Passed to the class (e.g. ``relative=True``, ``random_state=1``),
         overriding the registry defaults.

@@ -39,6 +39,23 @@ Scenarios (:data:`SCENARIOS`) and the fit scale chosen for each:
                      the multiplicative row)
 ``ar1``              log-scale AR(1), phi = 0.5, in time order -> ``relative='log'``;
                      the errors are correlated: the case for HAC and the block bootstrap
+``misspecified``     the data follow ``seed_gamma`` (:data:`MISSPEC_GAMMA`: the
+                     saturation core grows by ``1 + gamma_B B + gamma_S S``), 2%
+                     log-normal noise; ``seed_id`` is fitted (``relative='log'``).  The
+                     target is the pseudo-true ``seed_id`` parameter: its log-scale
+                     least-squares fit to a noiseless 20,000-step ``seed_gamma`` trace
+                     of the same design (:func:`pseudo_truth`).  Pairs bootstrap and
+                     sandwich intervals are valid for it; the classical ones are not.
+``heavy_tails``      log-scale Student t with 3 df, scaled to sd 2%
+                     -> ``relative='log'`` (finite variance, heavy tails)
+``clustered``        60 configurations x 5 replicates (identical steps), log-scale
+                     configuration effect plus step noise, ICC 0.8 (total sd 2%)
+                     -> ``relative='log'``; the case for CR1 and the cluster bootstrap
+                     (clusters = configurations)
+``ar1_design``       autocorrelated regressors and errors: 30 designed steps, each
+                     run for 10 consecutive steps (as a steady batch decodes),
+                     log-scale AR(1) errors, phi = 0.5 -> ``relative='log'``; the
+                     case the ``ar1`` caveat below describes
 
 Methods (:data:`METHODS`): ``covariance`` (classical t), ``HC3``, ``HAC``
 (sandwich t intervals), ``profile`` (F threshold), ``boot-pairs``,
@@ -85,6 +102,7 @@ __all__ = [
     "STUDY_SIGMA",
     "STUDY_TRUTH",
     "coverage_table",
+    "pseudo_truth",
     "run_replicate",
     "run_study",
     "summarize",
@@ -98,20 +116,39 @@ SCENARIOS: dict[str, dict] = {
     "multiplicative": {"noise": "multiplicative", "relative": "log"},
     "heteroscedastic": {"noise": "heteroscedastic", "relative": "absolute"},
     "ar1": {"noise": "ar1", "relative": "log"},
+    "misspecified": {"noise": "misspecified", "relative": "log"},
+    "heavy_tails": {"noise": "t3", "relative": "log"},
+    "clustered": {"noise": "clustered", "relative": "log"},
+    "ar1_design": {"noise": "ar1_design", "relative": "log"},
 }
+#: the extra terms of the misspecified scenario's true model (``seed_gamma``)
+MISSPEC_GAMMA = {"gamma_B": 0.004, "gamma_S": 1e-4}
+#: intraclass correlation of the clustered scenario; replicates per configuration
+CLUSTER_ICC, CLUSTER_SIZE = 0.8, 5
+#: consecutive steps sharing one design row in ``ar1_design``
+RUN_LENGTH = 10
 METHODS = ("covariance", "HC3", "HAC", "profile", "boot-pairs", "boot-residual", "boot-wild",
-           "boot-block", "boot-pairs-t", "boot-residual-t", "boot-wild-t", "boot-block-t")
+           "boot-block", "boot-pairs-t", "boot-residual-t", "boot-wild-t", "boot-block-t",
+           "CR1", "boot-cluster")
 DEFAULT_PLAN: dict[str, tuple[str, ...]] = {
     "gaussian": ("covariance", "HC3", "HAC", "profile"),
     "multiplicative": ("covariance", "HC3", "HAC", "profile", "boot-pairs"),
     "heteroscedastic": ("covariance", "HC3", "HAC", "boot-wild", "boot-wild-t"),
     "ar1": ("covariance", "HC3", "HAC", "boot-block", "boot-block-t"),
+    "misspecified": ("covariance", "HC3", "boot-pairs"),
+    "heavy_tails": ("covariance", "HC3", "profile", "boot-pairs"),
+    "clustered": ("covariance", "HC3", "CR1", "boot-pairs", "boot-cluster"),
+    "ar1_design": ("covariance", "HC3", "HAC", "boot-block"),
 }
 RECOMMENDED: dict[str, str] = {
     "gaussian": "profile",
     "multiplicative": "profile",
     "heteroscedastic": "boot-wild",
     "ar1": "boot-block",
+    "misspecified": "boot-pairs",
+    "heavy_tails": "boot-pairs",
+    "clustered": "boot-cluster",
+    "ar1_design": "boot-block",
 }
 
 
@@ -149,7 +186,61 @@ def _check_plan(plan) -> dict[str, tuple[str, ...]]:
     return {s: tuple(ms) for s, ms in plan.items()}
 
 
-def _intervals(method, fit, n_boot, alpha, seed):
+def _truth_seed_gamma(truth) -> dict[str, float]:
+    return {**{k: v for k, v in truth.items() if k != "gamma"}, **MISSPEC_GAMMA}
+
+
+_PSEUDO: dict = {}
+
+
+def pseudo_truth(truth=None) -> dict[str, float]:
+    """Pseudo-true ``seed_id`` parameters of the ``misspecified`` scenario (module docstring).
+
+    The log-scale least-squares ``seed_id`` fit to a noiseless 20,000-step
+    ``seed_gamma`` trace (design seed 12345, the design distribution of every
+    replicate), cached per truth.
+    """
+    from perfmodel.core.fit import fit_model
+    from perfmodel.core.synthetic import simulate_trace
+
+    truth = dict(STUDY_TRUTH if truth is None else truth)
+    key = tuple(sorted(truth.items()))
+    if key not in _PSEUDO:
+        big = simulate_trace("seed_gamma", _truth_seed_gamma(truth), 20_000, noise="none",
+                             seed=12345)
+        fit = fit_model(big, MODEL, relative="log", n_starts=8, x0=[truth[k] for k in truth])
+        _PSEUDO[key] = fit.params
+    return dict(_PSEUDO[key])
+
+
+def _special_trace(noise: str, truth, n: int, sigma: float, phi: float, seed: int):
+    """Trace of the scenarios :func:`perfmodel.core.synthetic.simulate_trace` has no kind for."""
+    from perfmodel.core.synthetic import make_design, simulate_trace
+
+    rng = np.random.default_rng([seed, 1])
+    if noise == "misspecified":
+        return simulate_trace("seed_gamma", _truth_seed_gamma(truth), n, noise="multiplicative",
+                              sigma=sigma, seed=seed)
+    if noise == "t3":
+        df = simulate_trace(MODEL, truth, n, noise="none", seed=seed)
+        df["duration_ms"] *= np.exp(sigma * rng.standard_t(3, n) / np.sqrt(3.0))
+        return df
+    size = CLUSTER_SIZE if noise == "clustered" else RUN_LENGTH
+    m = -(-n // size)
+    rows = np.repeat(np.arange(m), size)[:n]
+    design = make_design(m, seed=seed).iloc[rows].reset_index(drop=True)
+    if noise == "clustered":
+        df = simulate_trace(MODEL, truth, noise="none", design=design, seed=seed)
+        u = rng.normal(0, sigma * np.sqrt(CLUSTER_ICC), m)[rows]
+        e = rng.normal(0, sigma * np.sqrt(1 - CLUSTER_ICC), n)
+        df["duration_ms"] *= np.exp(u + e)
+        df["config"] = [f"c{k}" for k in rows]
+        return df
+    return simulate_trace(MODEL, truth, noise="ar1", sigma=sigma, phi=phi, design=design,
+                          seed=seed)
+
+
+def _intervals(method, fit, n_boot, alpha, seed, groups=None):
     """(lower, upper) arrays of one method, plus a note."""
     from perfmodel.stats import uncertainty as U
 
@@ -157,12 +248,15 @@ def _intervals(method, fit, n_boot, alpha, seed):
         d = U.covariance_intervals(fit, alpha)
     elif method in ("HC3", "HAC"):
         d = U.covariance_intervals(fit, alpha, cov_type=method)
+    elif method == "CR1":
+        d = U.covariance_intervals(fit, alpha, cov_type="CR1", groups=groups)
     elif method == "profile":
         d = U.profile_intervals(fit, alpha=alpha)
     else:
         parts = method.split("-")
         b = U.bootstrap(fit, n_boot=n_boot, scheme=parts[1], alpha=alpha, seed=seed, n_jobs=1,
-                        method="studentized" if parts[-1] == "t" else "percentile")
+                        method="studentized" if parts[-1] == "t" else "percentile",
+                        groups=groups if parts[1] == "cluster" else None)
         d = b.intervals()
         return d["lower"].to_numpy(float), d["upper"].to_numpy(float), b.n_failed
     return d["lower"].to_numpy(float), d["upper"].to_numpy(float), 0
@@ -186,13 +280,20 @@ def run_replicate(scenario: str, rep: int, methods, *, n: int = 300, n_boot: int
     spec = SCENARIOS[scenario]
     ss = np.random.SeedSequence([int(seed), list(SCENARIOS).index(scenario), int(rep)])
     trace_seed, boot_seed = (int(x) for x in ss.generate_state(2) % (2**31 - 1))
-    if spec["noise"] in ("multiplicative", "ar1"):
-        sig = sigma
-    else:
-        sig = _additive_sigma(truth, sigma) if sigma_ms is None else sigma_ms
-    df = simulate_trace(MODEL, truth, n, noise=spec["noise"], sigma=sig, phi=phi, seed=trace_seed)
     names = list(truth)
-    tv = np.array([truth[k] for k in names])
+    if spec["noise"] in ("misspecified", "t3", "clustered", "ar1_design"):
+        df = _special_trace(spec["noise"], truth, n, sigma, phi, trace_seed)
+        target = pseudo_truth(truth) if spec["noise"] == "misspecified" else truth
+    else:
+        if spec["noise"] in ("multiplicative", "ar1"):
+            sig = sigma
+        else:
+            sig = _additive_sigma(truth, sigma) if sigma_ms is None else sigma_ms
+        df = simulate_trace(MODEL, truth, n, noise=spec["noise"], sigma=sig, phi=phi,
+                            seed=trace_seed)
+        target = truth
+    groups = df["config"].to_numpy() if "config" in df.columns else None
+    tv = np.array([target[k] for k in names])
     base = {"scenario": scenario, "noise": spec["noise"], "relative": spec["relative"],
             "rep": int(rep)}
     try:
@@ -207,7 +308,7 @@ def run_replicate(scenario: str, rep: int, methods, *, n: int = 300, n_boot: int
         t0 = time.perf_counter()
         note = ""
         try:
-            lo, hi, nfail = _intervals(m, fit, n_boot, alpha, boot_seed)
+            lo, hi, nfail = _intervals(m, fit, n_boot, alpha, boot_seed, groups)
         except (FitError, InputError, ValueError) as exc:
             lo = hi = np.full(tv.size, np.nan)
             nfail, note = 0, f"{type(exc).__name__}: {exc}"

@@ -31,6 +31,7 @@ each fold, overall and by regime with :func:`metrics`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -38,6 +39,7 @@ import pandas as pd
 
 from perfmodel._checks import check_int_range
 from perfmodel._checks import rows_text as _rows
+from perfmodel._parallel import map_tasks
 from perfmodel.data.features import row_reduce
 from perfmodel.data.trace import check_step_columns as _check_trace
 from perfmodel.data.trace import parse_list_column
@@ -805,6 +807,27 @@ def _check_splits(splits: Any, n: int) -> list[Split]:
     return out
 
 
+def _fold_task(df: pd.DataFrame, make_model: Callable[[], Any], errors: str, item):
+    """One fold of :func:`cross_validate` -> ``(model name, predictions or None, error or None)``."""
+    _, (tr, te) = item
+    model = make_model()
+    name = str(getattr(model, "name", type(model).__name__))
+    try:
+        fitted = model.fit(df.iloc[tr])
+        fitted = model if fitted is None else fitted
+        pred = np.asarray(fitted.predict(df.iloc[te]), dtype=float).ravel()
+        if pred.size != te.size:
+            raise InputError(f"predict returned {pred.size} values for {te.size} rows")
+        if not np.isfinite(pred).all():
+            raise InputError(f"predict returned {int((~np.isfinite(pred)).sum())} "
+                             "non-finite values")
+    except Exception as exc:
+        if errors == "raise":
+            raise
+        return name, None, f"{type(exc).__name__}: {exc}"
+    return name, pred, None
+
+
 def cross_validate(
     df: pd.DataFrame,
     make_model: Callable[[], Any],
@@ -815,6 +838,9 @@ def cross_validate(
     seed: int = 0,
     prefill_ratio: float = 32.0,
     errors: str = "raise",
+    n_jobs: int = 1,
+    backend: str = "loky",
+    scheduler: str | None = None,
 ) -> pd.DataFrame:
     """Fit a fresh model on each training set and score it on the test set.
 
@@ -838,6 +864,9 @@ def cross_validate(
     errors : {'raise', 'record'}
         On an exception in ``fit``/``predict``: re-raise it, or record the
         fold with NaN scores and the message in ``error`` (never dropped).
+    n_jobs, backend, scheduler
+        The folds are fitted in parallel by :func:`perfmodel._parallel.map_tasks`
+        (``'loky'`` local cores or ``'dask'``); the scores do not depend on them.
 
     Returns
     -------
@@ -867,24 +896,13 @@ def cross_validate(
     pooled_lab: list[np.ndarray] = []
     model_name = None
     nanm = {"R2": np.nan, "RMSE": np.nan, "MAE": np.nan, "MAPE": np.nan}
-    for i, (tr, te) in enumerate(sp):
-        model = make_model()
-        model_name = model_name or str(getattr(model, "name", type(model).__name__))
+    folds = map_tasks(partial(_fold_task, df, make_model, errors), list(enumerate(sp)),
+                      backend=backend, n_jobs=n_jobs, scheduler=scheduler)
+    for (i, (tr, te)), (name, pred, err) in zip(enumerate(sp), folds, strict=True):
+        model_name = model_name or name
         base = {"model": model_name, "fold": i, "n_train": int(tr.size), "n_test": int(te.size)}
-        try:
-            fitted = model.fit(df.iloc[tr])
-            fitted = model if fitted is None else fitted
-            pred = np.asarray(fitted.predict(df.iloc[te]), dtype=float).ravel()
-            if pred.size != te.size:
-                raise InputError(f"predict returned {pred.size} values for {te.size} rows")
-            if not np.isfinite(pred).all():
-                raise InputError(f"predict returned {int((~np.isfinite(pred)).sum())} "
-                                 "non-finite values")
-        except Exception as exc:
-            if errors == "raise":
-                raise
-            rows.append({**base, "regime": "all", "n": 0, **nanm,
-                         "error": f"{type(exc).__name__}: {exc}"})
+        if err is not None:
+            rows.append({**base, "regime": "all", "n": 0, **nanm, "error": err})
             continue
         m = metrics(y[te], pred)
         rows.append({**base, "regime": "all", **m, "error": ""})

@@ -221,7 +221,8 @@ def test_help_names_the_real_output_option_of_fit(command, capsys):
 
 
 # -- --random-state (was --seed, which also named the model --model seed) --------------------
-RANDOM_STATE_COMMANDS = [["fit"], ["compare"], ["simulate"], ["factors"], ["collect", "vllm"]]
+RANDOM_STATE_COMMANDS = [["fit"], ["compare"], ["simulate"], ["factors"], ["collect", "vllm"],
+                         ["capacity"], ["tune"]]
 
 
 @pytest.mark.parametrize("command", RANDOM_STATE_COMMANDS, ids=" ".join)
@@ -293,3 +294,179 @@ def test_an_output_that_is_not_a_regular_file_is_refused_before_fitting(tmp_path
     rc, _, err = run(["fit", EXAMPLE, "-o", link, "--force", "--model", "seed_id"], capsys)
     assert rc == 2 and "is a symbolic link, not a regular file" in err
     assert real.read_text() == "keep\n" and link.is_symlink()
+
+
+def test_predict_interval_adds_bounds_and_names_its_method(fit_json, tmp_path, capsys):
+    out = tmp_path / "pred.csv"
+    rc, _, err = run(["predict", fit_json, EXAMPLE, "-o", out, "--interval", "0.9"], capsys)
+    assert rc == 0, err
+    got = pd.read_csv(out)
+    assert list(got.columns[-3:]) == ["predicted_ms", "lower_ms", "upper_ms"]
+    assert np.all(got["lower_ms"] <= got["predicted_ms"])
+    assert np.all(got["predicted_ms"] <= got["upper_ms"])
+    assert "interval 0.9: conformal" in err  # perfmodel fit stores a calibration by default
+    assert "interval_calibration" in json.loads(Path(fit_json).read_text())
+
+
+def test_predict_interval_without_calibration_states_the_model_band(tmp_path, capsys):
+    fit = tmp_path / "f.json"
+    assert run(["fit", EXAMPLE, "-o", fit, "--model", "seed_id", "--intervals", "none"],
+               capsys)[0] == 0
+    assert "interval_calibration" not in json.loads(fit.read_text())
+    rc, stdout, err = run(["predict", fit, EXAMPLE, "-o", tmp_path / "p.csv", "--interval",
+                           "0.8", "--json"], capsys)
+    assert rc == 0, err
+    assert json.loads(stdout)["interval"]["method"] == "model"
+    assert "interval 0.8: model" in err
+    rc, _, err = run(["predict", fit, EXAMPLE, "-o", tmp_path / "q.csv", "--interval", "0.8",
+                      "--interval-method", "conformal"], capsys)
+    assert rc == 2 and "interval_calibration" in err and not (tmp_path / "q.csv").exists()
+
+
+@pytest.mark.parametrize("level,needle", [("1.5", "level"), ("0", "level"), ("abc", "invalid"),
+                                          ("0.905", "not calibrated")])
+def test_predict_bad_interval_exits_2_with_one_line(fit_json, tmp_path, capsys, level, needle):
+    out = tmp_path / "p.csv"
+    rc, _, err = run(["predict", fit_json, EXAMPLE, "-o", out, "--interval", level], capsys)
+    assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+# -- request-level decisions: capacity, tune; sla's workload context ----------------------
+CTX_TRACE = REPO / "data" / "vllm-cpu" / "llama-small" / "mixed-r1.csv"
+
+
+@pytest.fixture(scope="module")
+def ctx_fit_json(tmp_path_factory):
+    if not CTX_TRACE.exists():
+        pytest.skip(f"{CTX_TRACE} is not in this checkout")
+    p = tmp_path_factory.mktemp("ctxfit") / "fit.json"
+    assert main(["fit", str(CTX_TRACE), "-o", str(p), "--starts", "2", "--json"]) == 0
+    return p
+
+
+CAP = ["--slo", "ttft_p99=1000,tpot_p99=50", "--prompt-tokens", "uniform:64,192",
+       "--output-tokens", "uniform:32,96", "--num-requests", "60", "--max-num-seqs", "32",
+       "--max-num-batched-tokens", "768"]
+
+
+def test_capacity_json_keys_and_interval(ctx_fit_json, capsys):
+    rc, stdout, err = run(["capacity", ctx_fit_json, *CAP, "--replications", "3", "--rel-tol",
+                           "0.05", "--json"], capsys)
+    assert rc == 0, err
+    d = json.loads(stdout)
+    assert {"max_rate", "interval", "slo", "attainment_curve", "assumptions"} <= set(d)
+    assert d["interval"]["lower"] <= d["interval"]["upper"] and len(d["interval"]["values"]) == 3
+    assert d["slo"]["ttft_ms"] == 1000 and d["slo"]["attainment"] == 0.99
+    assert d["assumptions"]["model"] == "seed_ctx_mono"
+    assert d["assumptions"]["engine"]["max_num_batched_tokens"] == 768
+    assert d["assumptions"]["workload"]["num_requests"] == 60
+    rc, stdout, err = run(["capacity", ctx_fit_json, *CAP, "--mode", "concurrency",
+                           "--replications", "0"], capsys)
+    assert rc == 0, err
+    assert stdout.startswith("max concurrency: ") and "attainment" in stdout
+
+
+def test_tune_text_names_the_recommendation(ctx_fit_json, capsys):
+    rc, stdout, err = run(["tune", ctx_fit_json, *CAP, "--seqs-grid", "8,32", "--tokens-grid",
+                           "768", "--objective", "goodput", "--load", "4", "--replications", "2"],
+                          capsys)
+    assert rc == 0, err
+    assert stdout.startswith("recommended: --max-num-seqs ") and "gain" in stdout
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--slo", "ttft_p99=500"], "missing workload"),
+    (["--slo", "ttft_p99=500", "--prompt-tokens", "128"], "missing workload"),
+    (["--slo", "speed=5", "--prompt-tokens", "8", "--output-tokens", "8"], "METRIC"),
+    (["--slo", "ttft=5", "--prompt-tokens", "normal:8", "--output-tokens", "8"],
+     "--prompt-tokens"),
+    (["--slo", "ttft=5", "--workload", "/nonexistent.json"], "does not exist"),
+    (["--slo", "ttft=5", "--prompt-tokens", "8", "--output-tokens", "8", "--max-num-seqs", "0"],
+     "max_num_seqs"),
+])
+def test_capacity_bad_input_exits_2(ctx_fit_json, capsys, argv, message):
+    rc, _, err = run(["capacity", ctx_fit_json, *argv, "--replications", "0"], capsys)
+    assert rc == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_sla_with_a_context_aware_fit_needs_the_context(ctx_fit_json, capsys):
+    rc, _, err = run(["sla", ctx_fit_json, "--batch-size", 8, "--target-ms", 120], capsys)
+    assert rc == 2 and "--context-tokens" in err and "--workload" in err
+    rc, stdout, err = run(["sla", ctx_fit_json, "--batch-size", 8, "--target-ms", 120,
+                           "--context-tokens", 0, "--json"], capsys)
+    assert rc == 0, err
+    d0 = json.loads(stdout)
+    rc, stdout, _ = run(["sla", ctx_fit_json, "--batch-size", 8, "--target-ms", 120,
+                         "--context-tokens", 1000, "--json"], capsys)
+    d1 = json.loads(stdout)
+    a = d1["assumed_context"]
+    assert a["context_tokens"] == 1000 and a["model"] == "seed_ctx_mono" and a["context_aware"]
+    # more cached context per request makes each step slower: fewer tokens fit the target
+    assert d1["max_total_tokens"] < d0["max_total_tokens"]
+
+
+def test_sla_recommend_is_labelled_a_diagnostic(fit_json, capsys):
+    rc, stdout, err = run(["sla", fit_json, "--recommend", "--target-ms", 40], capsys)
+    assert rc == 0, err
+    assert stdout.startswith("diagnostic only") and "perfmodel tune" in stdout
+    assert "assumed context: the model has no context terms" in stdout
+
+
+def _bench_file(tmp_path, n=40):
+    rng = np.random.default_rng(0)
+    d = {"input_lens": rng.integers(64, 192, n).tolist(),
+         "output_lens": rng.integers(32, 96, n).tolist(),
+         "start_times": np.sort(rng.uniform(100.0, 110.0, n)).tolist()}
+    p = tmp_path / "bench.json"
+    p.write_text(json.dumps(d))
+    return p, d
+
+
+def test_capacity_and_sla_read_a_bench_result_file(ctx_fit_json, tmp_path, capsys):
+    p, d = _bench_file(tmp_path)
+    rc, stdout, err = run(["capacity", ctx_fit_json, "--slo", "ttft_p99=1000,tpot_p99=50",
+                           "--workload", p, "--num-requests", 80, "--replications", 0,
+                           "--rel-tol", 0.05, "--json"], capsys)
+    assert rc == 0, err
+    w = json.loads(stdout)["assumptions"]["workload"]
+    assert w["kind"] == "file" and w["num_requests"] == 80
+    assert w["resampled"]["from_requests"] == 40
+    lo, hi = min(d["input_lens"]), max(d["input_lens"])
+    assert lo <= w["prompt_tokens_range"][0] <= w["prompt_tokens_range"][1] <= hi
+    rc, stdout, err = run(["sla", ctx_fit_json, "--batch-size", 8, "--target-ms", 120,
+                           "--workload", p, "--json"], capsys)
+    assert rc == 0, err
+    a = json.loads(stdout)["assumed_context"]
+    want = np.mean(d["input_lens"]) + np.mean(d["output_lens"]) / 2
+    assert a["context_tokens"] == pytest.approx(want) and "--workload" in a["source"]
+
+
+# ---------------------------------------------------------------------------
+# convert (Parquet for large traces) and the parallel backend options
+# ---------------------------------------------------------------------------
+
+def test_convert_writes_parquet_that_fits_like_the_csv(tmp_path, capsys):
+    pytest.importorskip("pyarrow", reason="convert needs pyarrow (perfmodel[parquet])")
+    pq = str(tmp_path / "t.parquet")
+    rc, stdout, err = run(["convert", EXAMPLE, "-o", pq, "--json"], capsys)
+    assert rc == 0, err
+    assert json.loads(stdout)["rows"] == len(pd.read_csv(EXAMPLE))
+    fits = []
+    for src in (EXAMPLE, pq):
+        out = str(tmp_path / (Path(src).stem + Path(src).suffix[1:] + ".json"))
+        rc, _, err = run(["fit", src, "-o", out, "--model", "seed_id", "--starts", "1"], capsys)
+        assert rc == 0, err
+        fits.append(json.loads(Path(out).read_text())["values"])
+    assert fits[0] == fits[1]
+    rc, _, err = run(["convert", EXAMPLE, "-o", str(tmp_path / "t.csv")], capsys)
+    assert rc == 2 and "must end in '.parquet'" in err
+    rc, _, err = run(["convert", EXAMPLE, "-o", pq], capsys)
+    assert rc == 2 and "exists" in err
+
+
+def test_fit_refuses_a_scheduler_without_the_dask_backend(tmp_path, capsys):
+    out = tmp_path / "f.json"
+    rc, _, err = run(["fit", EXAMPLE, "-o", str(out), "--scheduler", "tcp://127.0.0.1:8786"],
+                     capsys)
+    assert rc == 2 and "only used by backend 'dask'" in err and not out.exists()

@@ -190,3 +190,21 @@ def test_the_registry_is_complete_on_first_import():
     code = "import perfmodel.core.models_ctx, sys; print('perfmodel.core.model' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("notebook", ["07_sla_and_sensitivity", "09_capacity_simulation"])
+def test_decision_notebooks_fit_the_model_of_record(notebook):
+    """The SLA, token budget and capacity simulation fit the model of record, never a member
+    named by hand (the other members are labelled alternatives only)."""
+    import json
+    import re
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "notebooks" / f"{notebook}.ipynb"
+    if not path.exists():
+        pytest.skip(f"{path.name} is not in this checkout")
+    cells = json.loads(path.read_text())["cells"]
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    assert "default_for(df)" in code
+    named = re.findall(r"fit_model\([^,()]+,\s*['\"](\w+)['\"]", code)
+    assert named == [], f"{notebook} fits {named} by name"

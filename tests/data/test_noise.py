@@ -3,7 +3,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfmodel.data.noise import config_floor, noise_floor, replicate_floor
+from perfmodel.data.noise import (
+    config_floor,
+    median_oracle_errors,
+    median_oracle_factor,
+    noise_floor,
+    replicate_floor,
+)
 from perfmodel.errors import InputError
 
 SIGMA = 0.05
@@ -40,7 +46,32 @@ def test_replicate_floor_matches_known_noise():
     # the uncorrected one understates it by sqrt((n-1)/n)
     assert nf.oracle_mape_sample == pytest.approx(nf.oracle_mape * np.sqrt(2 / 3), rel=0.02)
     assert set(nf.by_group) == {"decode", "prefill"}
-    assert nf.floor == nf.oracle_mape
+    assert nf.floor == nf.oracle_median
+    # the unscaled median oracle is a lower bound; scaled by c_3 = sqrt(2) it estimates
+    # the error of the true centre, like the corrected mean oracle
+    assert nf.oracle_median_sample < nf.oracle_mape_sample
+    assert nf.oracle_median == pytest.approx(nf.oracle_median_sample * median_oracle_factor(3))
+    assert abs(nf.oracle_median - truth) / truth < 0.06
+    assert np.isfinite(nf.row_errors).sum() == nf.n_rows and "row_errors" not in nf.to_dict()
+
+
+def test_median_oracle_is_the_smallest_mape_of_any_constant_per_group():
+    rng = np.random.default_rng(4)
+    g = rng.integers(0, 40, 200)
+    y = np.exp(rng.standard_t(3, 200) * 0.3 + g / 10)  # heavy tails
+    e = median_oracle_errors(y, g)
+    for k in np.unique(g):
+        yk = y[g == k]
+        if yk.size < 2:
+            assert np.isnan(e[g == k]).all()
+            continue
+        # the minimum of a piecewise-linear convex function lies at one of the values
+        best = min(np.mean(np.abs(yk - c) / yk) for c in yk)
+        grid = np.linspace(yk.min(), yk.max(), 401)
+        assert best <= min(np.mean(np.abs(yk - c) / yk) for c in grid) + 1e-12
+        assert np.mean(e[g == k]) == pytest.approx(best, rel=1e-12)
+    with pytest.raises(InputError):
+        median_oracle_errors([1.0, -1.0], [0, 0])
 
 
 def test_drift_is_removed_and_reported():
@@ -130,3 +161,24 @@ def test_splitwise_floor_is_per_configuration(fetch_or_skip):
     assert nf.kind == "configuration repeats" and nf.replicates == 5
     # docs/model.md, Fit scales: replicate floors of 0.7-3.0% median CV; here well inside that
     assert 0.001 < nf.median_cv < 0.03 and 0.5 < nf.oracle_mape < 5
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_median_oracle_factor_is_sqrt2_for_two_and_three(n):
+    # n = 2, 3: the mean in-sample deviation from the lower median is range / n, and
+    # E range = 2/sqrt(pi) (n=2), 3/sqrt(pi) (n=3) for N(0,1): c_n = sqrt(2) exactly
+    assert median_oracle_factor(n) == pytest.approx(np.sqrt(2), rel=0.01)
+
+
+def test_median_floor_is_robust_to_a_heavy_tailed_replicate():
+    rng = np.random.default_rng(5)
+    d = _replicates(n_cfg=600, seed=5)
+    hit = rng.random(len(d)) < 0.05
+    d.loc[hit, "duration_ms"] *= 20.0  # 5% of steps stalled 20x
+    nf = replicate_floor(d)
+    clean = replicate_floor(_replicates(n_cfg=600, seed=5))
+    assert nf.oracle_mape > 5 * clean.oracle_mape  # the mean oracle explodes
+    # the median oracle gains about the stalls' own error (each ~0.95 of its time, on ~5% of
+    # the rows, times c_3): bounded, and far below the mean oracle
+    assert nf.oracle_median < clean.oracle_median + 100 * 0.06 * 0.95 * np.sqrt(2)
+    assert nf.oracle_mape > 3 * nf.oracle_median

@@ -539,3 +539,26 @@ def test_sla_command_modes(fit, tmp_path):
     with pytest.raises(InputError, match="bootstrap-samples"):
         sla_command(_parse([str(path), "--target-ms", "50", "--batch-size", "4",
                             "--quantile", "0.9", "--method", "bootstrap"]))
+
+
+def test_context_tokens_imply_uniform_step_features():
+    """features={'context_tokens': X}: a step at (B, S) is B requests of S/B tokens on X cached."""
+    from perfmodel.data.features import uniform_batch_features
+
+    m = get_model("seed_ctx_mono")
+
+    class Ctx:
+        model = m
+
+        def predict(self, f):
+            return m.predict(np.ones(m.n_params) * 0.5, f)
+
+    pred = Predictor(Ctx(), features={"context_tokens": 300.0})
+    B, S = np.array([4.0, 16.0]), np.array([4.0, 512.0])
+    want = m.predict(np.ones(m.n_params) * 0.5, uniform_batch_features(B, S / B, np.full(2, 300.0)))
+    assert np.allclose(pred.point({"B": B, "S": S}), want)
+    a = pred.context_assumption
+    assert a["context_aware"] and a["context_tokens"] == 300.0 and "S/B" in a["rule"]
+    assert not Predictor(Ctx()).context_assumption["context_tokens"]
+    with pytest.raises(InputError, match="context_tokens"):
+        Predictor(Ctx(), features={"context_tokens": -1})

@@ -31,6 +31,11 @@ def make_trace(n=300, seed=0, decode_only=False):
     return pd.DataFrame(rows)
 
 
+ROOF_CFG = {"hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+            "vocab_size": 1000}
+
+
 @pytest.fixture(scope="module")
 def trace():
     return make_trace()
@@ -186,9 +191,10 @@ def test_relative_fit_weights_errors_by_one_over_T(trace):
 
 def test_registry_and_interface(trace):
     df = trace.assign(duration_ms=1 + 0.01 * trace.total_tokens)
+    extra = {"random_forest": {"n_estimators": 10},
+             "roofline": {"model_config": ROOF_CFG, "peak_tflops": 1.0, "peak_tbps": 1.0}}
     for name in bl.BASELINES:
-        m = bl.get_baseline(name) if name != "random_forest" else \
-            bl.get_baseline(name, n_estimators=10)
+        m = bl.get_baseline(name, **extra.get(name, {}))
         assert m.name == name
         with pytest.raises(NotFittedError):
             m.predict(df)
@@ -239,3 +245,51 @@ def test_trace_check_reports_every_problem_in_one_message(trace):
     assert "`batch_size` has missing or non-numeric values at rows [2] (1 of 300)" in msg
     assert "`total_tokens` must be >= `batch_size`; fails at rows [7] (1 of 300)" in msg
     assert "`duration_ms` must be > 0; fails at rows [8, 11] (2 of 300)" in msg
+
+
+# ---------------------------------------------------------------- peers and the ablation
+def test_nnls_ctx_recovers_known_coefficients_and_keeps_them_non_negative(trace):
+    f = bl._request_features(trace)
+    B = trace["batch_size"].to_numpy(float)
+    S = trace["total_tokens"].to_numpy(float)
+    mixed = (f["attn_prefill"] > 0).astype(float)
+    truth = [2.0, 0.05, 0.01, 2e-6, 1e-4, 3e-5]
+    T = truth[0] + truth[1] * B + truth[2] * S + truth[3] * f["attn_prefill"] + \
+        truth[4] * f["ctx_sum"] + truth[5] * f["ctx_sum"] * mixed
+    m = bl.get_baseline("nnls_ctx", relative=True).fit(trace.assign(duration_ms=T))
+    assert_allclose(list(m.params_.values()), truth, rtol=1e-6)
+    # a time that falls with B: least squares would give c_B < 0, NNLS puts it at 0
+    m2 = bl.get_baseline("nnls_ctx").fit(trace.assign(duration_ms=50 - 0.5 * B + 0.01 * S))
+    assert m2.params_["c_B"] == 0.0 and min(m2.params_.values()) >= 0
+
+
+def test_splitwise_interp_is_exact_on_knots_and_linear_between():
+    S = np.array([1, 2, 4, 100, 200, 400])
+    B = np.array([1, 2, 4, 1, 2, 2])  # three decode steps (S == B), three prefill
+    T = np.array([1.0, 1.5, 2.5, 10.0, 20.0, 30.0])
+    df = pd.DataFrame({"batch_size": B, "total_tokens": S, "duration_ms": T})
+    m = bl.get_baseline("splitwise_interp").fit(df)
+    assert_allclose(m.predict(df), T)
+    q = pd.DataFrame({"batch_size": [3, 1, 1], "total_tokens": [3, 150, 600]})
+    # decode S=3 between knots 2 and 4; prefill 150 between 100 and 200; 600 extrapolated
+    assert_allclose(m.predict(q), [2.0, 15.0, 40.0])
+
+
+def test_roofline_is_affine_in_the_roof_and_needs_its_description(trace):
+    cfg = ROOF_CFG
+    m = bl.get_baseline("roofline", model_config=cfg, peak_tflops=1e-3, peak_tbps=1e-3)
+    roof = m.roof_ms(trace)
+    assert (roof > 0).all()
+    m.fit(trace.assign(duration_ms=0.5 + 2.0 * roof))
+    assert_allclose([m.params_["a"], m.params_["b"]], [0.5, 2.0], rtol=1e-6)
+    # by hand for one step: FLOPs bound with these peaks
+    one = trace.iloc[[0]]
+    f = bl._request_features(one)
+    p_layer = 64 * (2 * 64 + 2 * 32) + 3 * 64 * 256
+    flops = 2 * (2 * one["total_tokens"].iloc[0] * p_layer + 4 * 64 * f["attn"][0]) + \
+        2 * one["batch_size"].iloc[0] * 64 * 1000
+    nbytes = 2 * (2 * p_layer + 64 * 1000) + 2 * 2 * 2 * 32 * (f["ctx_sum"][0]
+                                                               + one["total_tokens"].iloc[0])
+    assert m.roof_ms(one)[0] == pytest.approx(1e3 * max(flops / 1e9, nbytes / 1e9))
+    with pytest.raises(InputError, match="model_config"):
+        bl.get_baseline("roofline").fit(trace.assign(duration_ms=1.0))

@@ -91,10 +91,15 @@ def test_compare_ranks_the_true_model_first_and_reaches_the_floor():
     assert t["MAPE"].idxmin() == "seed_ctx_mono"
     assert t.loc["seed_ctx_mono", "MAPE"] < 0.8 * t.loc["seed_id", "MAPE"]
     assert t.loc["seed_ctx_mono", "MAPE"] < 0.8 * t.loc["linear", "MAPE"]
-    # the true form on replicated data sits at its noise floor (oracle MAPE of the replicates)
-    floor = tab.attrs["noise_floor"]["oracle_mape"]
+    # the true form on replicated data sits at its noise floor (median oracle of the replicates)
+    floor = tab.attrs["noise_floor"]["oracle_median"]
     assert floor == pytest.approx(100 * 0.03 * np.sqrt(2 / np.pi), rel=0.2)
     assert 0.8 < t.loc["seed_ctx_mono", "ratio_to_floor"] < 1.25
+    r = t.loc["seed_ctx_mono"]
+    assert r["ratio_lo"] < r["ratio_to_floor"] < r["ratio_hi"] < 1.5
+    # the true form passes the pure-error lack-of-fit test; the B,S-only seed form does not
+    assert r["lof_p"] > 1e-3 and t.loc["seed_id", "lof_p"] < 1e-3
+    assert tab.attrs["predictions"].shape == (len(df), 4)
     assert t.loc["seed_ctx_mono", "n_params"] == 9
     assert t.loc["seed_ctx_mono", "aic"] < t.loc["seed_id", "aic"]
     for r in ("decode-only", "mixed", "prefill-heavy"):

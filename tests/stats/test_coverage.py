@@ -72,3 +72,26 @@ def test_plan_checks():
         C.run_study({"cauchy": ("covariance",)}, R=2)
     with pytest.raises(InputError, match="R must be an integer"):
         C.run_study(R=0)
+
+
+def test_new_scenarios_build_the_data_they_describe():
+    from perfmodel.stats.uncertainty import intraclass_correlation
+
+    t = C.STUDY_TRUTH
+    cl = C._special_trace("clustered", t, 600, 0.02, 0.5, seed=3)
+    mu = np.log(cl["duration_ms"].to_numpy())
+    base = C._special_trace("clustered", t, 600, 0.0 + 1e-12, 0.5, seed=3)
+    icc = intraclass_correlation(mu - np.log(base["duration_ms"].to_numpy()), cl["config"]).icc
+    assert 0.65 < icc < 0.92  # ICC 0.8 by construction, 120 clusters
+    ar = C._special_trace("ar1_design", t, 300, 0.02, 0.5, seed=3)
+    b = ar["batch_size"].to_numpy()
+    assert np.corrcoef(b[:-1], b[1:])[0, 1] > 0.7  # autocorrelated regressors
+    ht = C._special_trace("t3", t, 300, 0.02, 0.5, seed=3)
+    assert len(ht) == 300 and np.all(ht["duration_ms"] > 0)
+
+
+def test_new_scenarios_run_and_cluster_methods_get_the_groups():
+    rec = C.run_study({"clustered": ("covariance", "CR1")}, R=2, n_boot=5)
+    assert set(rec["method"]) == {"covariance", "CR1"}
+    assert rec.loc[rec["method"] == "CR1", "defined"].any()
+    assert (rec["note"] == "").all()

@@ -450,3 +450,128 @@ def test_bootstrap_endpoint_mc_range_flags_endpoints_set_by_a_few_resamples():
     r = wide.endpoint_mc_range().loc["k"]
     assert r["upper_hi"] - r["upper_lo"] > hi_ and r["upper_hi"] - r["upper_lo"] < 0.5 * (hi_ - lo_)
     assert wide.undetermined().loc["k", "upper"] and not wide.undetermined().loc["k", "lower"]
+
+
+# ---------------------------------------------------------------------------
+# clustered data: CR1 covariance and the cluster bootstrap
+# ---------------------------------------------------------------------------
+
+
+def test_cr1_matches_statsmodels_cluster_covariance_on_a_linear_model():
+    sm = pytest.importorskip("statsmodels.api")
+    rng = np.random.default_rng(2)
+    n, G = 240, 30
+    g = rng.integers(0, G, n)
+    X = np.column_stack([np.ones(n), rng.uniform(0, 10, n)])
+    y = X @ [1.0, 2.0] + rng.normal(0, 1, G)[g] + rng.normal(0, 0.5, n)
+    ref = sm.OLS(y, X).fit(cov_type="cluster", cov_kwds={"groups": g})
+    got = U.sandwich_cov(X, y - X @ ref.params, "CR1", groups=g)
+    np.testing.assert_allclose(got, ref.cov_params(), rtol=1e-10, atol=1e-14)
+    with pytest.raises(InputError, match="groups"):
+        U.sandwich_cov(X, y - X @ ref.params, "CR1")
+
+
+@pytest.fixture(scope="module")
+def clustered():
+    # 40 configurations replicated 10 times; log-scale configuration effect with ICC 0.8
+    base = simulate_trace("seed_id", TRUTH, 40, noise="none", seed=21)
+    g = np.repeat(np.arange(40), 10)
+    df = base.iloc[g].reset_index(drop=True)
+    df["step"] = np.arange(400)
+    df["config"] = [f"c{k}" for k in g]
+    rng = np.random.default_rng(22)
+    df["duration_ms"] *= np.exp(rng.normal(0, 0.04, 40)[g] + rng.normal(0, 0.02, 400))
+    return fit_model(df, relative="log", n_starts=2), df
+
+
+def test_cluster_robust_intervals_are_wider_than_iid_ones_on_clustered_noise(clustered):
+    fit, df = clustered
+    cr1 = U.covariance_intervals(fit, cov_type="CR1", data=df, groups="config")
+    hc0 = U.covariance_intervals(fit, cov_type="HC0", data=df)
+    free = np.isfinite(cr1["stderr"]) & np.isfinite(hc0["stderr"])
+    assert free.sum() >= 3
+    assert np.median(cr1["stderr"][free] / hc0["stderr"][free]) > 1.5  # design effect ~ 8
+
+
+def test_cluster_bootstrap_agrees_with_cr1_and_exceeds_pairs(clustered):
+    fit, df = clustered
+    cl = U.bootstrap(fit, df, n_boot=150, scheme="cluster", groups="config", seed=1)
+    pr = U.bootstrap(fit, df, n_boot=150, scheme="pairs", seed=1)
+    cr1 = U.covariance_intervals(fit, cov_type="CR1", data=df, groups="config")
+    names = [n for n in ("tau_0", "a_1", "tau_B") if n not in fit.at_bound + fit.unidentified]
+    idx = [fit.param_names.index(n) for n in names]
+
+    def spread(b):  # robust sd: a few resamples of 40 clusters leave a_1 barely determined
+        q75, q25 = np.percentile(b.samples[:, idx], [75, 25], axis=0)
+        return (q75 - q25) / 1.349
+
+    ratio_cr1 = spread(cl) / cr1["stderr"].to_numpy()[idx]
+    assert np.all((ratio_cr1 > 0.5) & (ratio_cr1 < 2.0)), ratio_cr1
+    assert np.median(spread(cl) / spread(pr)) > 1.5
+    assert any("whole clusters" in n for n in cl.notes)
+
+
+def test_cluster_scheme_needs_groups_and_only_it_takes_them(logfit):
+    fit, df = logfit
+    with pytest.raises(InputError, match="groups"):
+        U.bootstrap(fit, df, n_boot=5, scheme="cluster")
+    with pytest.raises(InputError, match="groups"):
+        U.bootstrap(fit, df, n_boot=5, scheme="pairs", groups=np.zeros(len(df)))
+    with pytest.raises(InputError, match="labels"):
+        U.bootstrap(fit, df, n_boot=5, scheme="cluster", groups=[0, 1])
+
+
+# bootstrap at scale: lazy seeds, Dask backend
+# ---------------------------------------------------------------------------
+
+def test_bootstrap_huge_n_boot_allocates_nothing_up_front(logfit, monkeypatch):
+    """n_boot = 10**9: the resample seeds are drawn lazily, so stopping after a few
+    resamples has used a few kB, not the ~45 MB/s of spawning every seed first."""
+    import importlib
+    import tracemalloc
+
+    bmod = importlib.import_module("perfmodel.stats.uncertainty.bootstrap")
+
+    fit, _ = logfit
+    calls = []
+    real = bmod._boot_task
+
+    def few(job, item):
+        calls.append(item[0])
+        if len(calls) > 3:
+            raise KeyboardInterrupt
+        return real(job, item)
+
+    monkeypatch.setattr(bmod, "_boot_task", few)
+    tracemalloc.start()
+    with pytest.raises(KeyboardInterrupt):
+        U.bootstrap(fit, n_boot=10**9, seed=2)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert calls == [0, 1, 2, 3]
+    assert peak < 20e6
+
+
+def test_bootstrap_on_a_dask_local_cluster_equals_loky(logfit):
+    distributed = pytest.importorskip("dask.distributed",
+                                      reason="dask[distributed] is not installed")
+    fit, _ = logfit
+    try:
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                           dashboard_address=None)
+    except Exception as e:  # noqa: BLE001 - any failure to start means: cannot test here
+        pytest.skip(f"a Dask LocalCluster cannot start on this machine: {e}")
+    with cluster:
+        a = U.bootstrap(fit, n_boot=12, scheme="pairs", seed=9, method="bca",
+                        jackknife_groups=4)
+        b = U.bootstrap(fit, n_boot=12, scheme="pairs", seed=9, method="bca",
+                        jackknife_groups=4, backend="dask", scheduler=cluster.scheduler_address)
+    np.testing.assert_array_equal(a.samples, b.samples)
+    np.testing.assert_array_equal(a.lower, b.lower)
+    np.testing.assert_array_equal(a.upper, b.upper)
+
+
+def test_bootstrap_refuses_an_unknown_backend(logfit):
+    fit, _ = logfit
+    with pytest.raises(InputError, match="backend must be one of"):
+        U.bootstrap(fit, n_boot=4, backend="spark")

@@ -567,3 +567,15 @@ def test_decorrelation_lag_equals_statsmodels_acf_and_fits_the_default_block():
         va.decorrelation_lag(df, threshold=-0.9, max_lag=3)
     with pytest.raises(InputError, match="constant step times"):
         va.decorrelation_lag(df.assign(duration_ms=1.0))
+
+
+def test_cross_validate_gives_the_same_scores_on_two_workers():
+    from perfmodel.core.synthetic import simulate_trace
+
+    df = simulate_trace(n=300, noise="multiplicative", seed=8)
+    a = va.cross_validate(df, lambda: bl.get_baseline("linear"), "random", k=3)
+    b = va.cross_validate(df, lambda: bl.get_baseline("linear"), "random", k=3, n_jobs=2)
+    pd.testing.assert_frame_equal(a, b)
+    with pytest.raises(InputError, match="backend must be one of"):
+        va.cross_validate(df, lambda: bl.get_baseline("linear"), "random", k=3,
+                          backend="spark")

@@ -49,12 +49,21 @@ class MachineSnapshot:
     wall_s: float
 
 
-def snapshot() -> MachineSnapshot:
-    """Read the process's CPU time, involuntary context switches and a monotonic clock."""
+def snapshot(thread: bool = False) -> MachineSnapshot:
+    """Read the process's CPU time, involuntary context switches and a monotonic clock.
+
+    With ``thread=True`` the CPU time and the switches are those of the
+    calling thread only (``time.thread_time``, ``RUSAGE_THREAD`` on Linux):
+    reading the whole process's sums over all its threads, which in a process
+    with busy threads cost ~0.3 ms per read on this project's host, against
+    microseconds for the thread (the step-log plugin reads per step).
+    """
     nivcsw = -1
+    who = getattr(resource, "RUSAGE_THREAD", None) if thread and resource is not None else None
     if resource is not None:
-        nivcsw = int(resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw)
-    return MachineSnapshot(time.process_time(), nivcsw, time.perf_counter())
+        nivcsw = int(resource.getrusage(resource.RUSAGE_SELF if who is None else who).ru_nivcsw)
+    cpu = time.thread_time() if thread else time.process_time()
+    return MachineSnapshot(cpu, nivcsw, time.perf_counter())
 
 
 def loadavg_1min() -> float:

@@ -76,6 +76,7 @@ from perfmodel.stats.uncertainty._common import WILD_WEIGHTS as WILD_WEIGHTS
 from perfmodel.stats.uncertainty._common import one_blas_thread as one_blas_thread
 from perfmodel.stats.uncertainty.bands import confidence_band, prediction_band
 from perfmodel.stats.uncertainty.bootstrap import BootstrapResult, attach_bootstrap, bootstrap
+from perfmodel.stats.uncertainty.clustering import ClusterSummary, intraclass_correlation
 from perfmodel.stats.uncertainty.covariance import covariance_intervals, sandwich_cov
 from perfmodel.stats.uncertainty.profile import _profile_core as _profile_core  # used by tests
 from perfmodel.stats.uncertainty.profile import profile_intervals
@@ -93,12 +94,14 @@ __all__ = [
     "METHODS",
     "SCHEMES",
     "BootstrapResult",
+    "ClusterSummary",
     "attach_bootstrap",
     "bca_interval",
     "block_indices",
     "bootstrap",
     "confidence_band",
     "covariance_intervals",
+    "intraclass_correlation",
     "optimal_block_length",
     "percentile_interval",
     "prediction_band",

@@ -9,16 +9,18 @@ from numbers import Integral, Real
 import numpy as np
 import pandas as pd
 
+from perfmodel._parallel import one_blas_thread  # noqa: F401 - defined once, there
 from perfmodel.core.scale import scale_of
 from perfmodel.errors import InputError
 
-SCHEMES = ("pairs", "residual", "wild", "block")
+SCHEMES = ("pairs", "residual", "wild", "block", "cluster")
 METHODS = ("percentile", "bca", "studentized")
 #: the standard error each scheme studentizes with (method="studentized")
-SE_TYPES = {"pairs": "HC3", "residual": "classical", "wild": "HC3", "block": "HAC"}
+SE_TYPES = {"pairs": "HC3", "residual": "classical", "wild": "HC3", "block": "HAC",
+            "cluster": "CR1"}
 BLOCKS = ("stationary", "circular")
 WILD_WEIGHTS = ("rademacher", "mammen")
-COV_TYPES = ("classical", "HC0", "HC3", "HAC")
+COV_TYPES = ("classical", "HC0", "HC3", "HAC", "CR1")
 
 
 # ---------------------------------------------------------------------------
@@ -115,6 +117,46 @@ def _fit_data(fit, data, y, where: str):
     return feats, yy
 
 
+def _fit_groups(fit, data, groups, n: int, where: str) -> np.ndarray:
+    """Cluster labels aligned with the rows :func:`_fit_data` returns.
+
+    ``groups``: a column name of the trace ``data``, or one label per row of
+    ``data`` (of the fit's own rows when ``data`` is None), in their given
+    order; a trace's labels follow its rows into time order and through the
+    fit's outlier window, as :func:`_fit_data` moves them.
+    """
+    if isinstance(data, pd.DataFrame):
+        from perfmodel.data.trace import time_order, validate_trace
+
+        df = validate_trace(data)
+        if isinstance(groups, str):
+            if groups not in df.columns:
+                raise InputError(f"{where}: groups column {groups!r} is not in the trace")
+            g = df[groups].to_numpy()
+        else:
+            g = np.asarray(groups).ravel()
+            if g.size != len(df):
+                raise InputError(f"{where}: groups has {g.size} labels for {len(df)} rows")
+        order = time_order(df)
+        g = g[order]
+        win = fit.options.get("outlier_window")
+        if win:
+            yy = df["duration_ms"].to_numpy(float)[order]
+            g = g[(yy >= win[0]) & (yy <= win[1])]
+    else:
+        if isinstance(groups, str):
+            raise InputError(f"{where}: groups as a column name needs a trace DataFrame as data")
+        g = np.asarray(groups).ravel()
+    if g.size != n:
+        raise InputError(f"{where}: groups has {g.size} labels for the {n} fitted rows")
+    if pd.isna(pd.Series(g)).any():
+        raise InputError(f"{where}: groups has missing labels")
+    codes = pd.factorize(g)[0]
+    if codes.max() < 1:
+        raise InputError(f"{where}: groups must hold at least 2 clusters")
+    return codes
+
+
 def _free_mask(fit) -> np.ndarray:
     return np.array([n not in set(fit.at_bound) | set(getattr(fit, "unidentified", []))
                      for n in fit.param_names])
@@ -126,18 +168,3 @@ def _leverage(Jf: np.ndarray) -> np.ndarray:
     norms[norms == 0] = 1.0
     q, _ = np.linalg.qr(Jf / norms)
     return np.clip(np.einsum("ij,ij->i", q, q), 0.0, 0.999)
-
-
-def one_blas_thread():
-    """Limit BLAS/OpenMP to one thread: the per-resample problems are small
-    (n x p, p <= 9) and on a loaded machine OpenBLAS's spinning threads make
-    each fit several times slower (measured: 26 ms vs 190-500 ms for one
-    5,000-step fit at load 4.5 on 2 cores).  joblib's loky workers already
-    run with one thread each."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        from contextlib import nullcontext
-
-        return nullcontext()
-    return threadpool_limits(limits=1)

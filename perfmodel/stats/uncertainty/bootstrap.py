@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from perfmodel._parallel import check_backend, map_tasks, task_seed, task_seeds
 from perfmodel.core import fit as _fitmod
 from perfmodel.core.scale import get_scale, scale_of
 from perfmodel.errors import FitError, InputError
@@ -28,11 +29,11 @@ from perfmodel.stats.uncertainty._common import (
     _check_fit,
     _choice_problem,
     _fit_data,
+    _fit_groups,
     _free_mask,
     _int_problem,
     _leverage,
     _raise,
-    one_blas_thread,
 )
 from perfmodel.stats.uncertainty.covariance import sandwich_cov
 from perfmodel.stats.uncertainty.resampling import (
@@ -246,13 +247,17 @@ class _Job:
     wild_weights: str
     weights: np.ndarray | None
     se_type: str | None = None
+    clusters: list | None = None  # row indices of each cluster (scheme 'cluster')
 
 
 def _draw(job: _Job, rng):
     n = job.y.size
-    if job.scheme in ("pairs", "block"):
+    if job.scheme in ("pairs", "block", "cluster"):
         if job.scheme == "pairs":
             idx = rng.integers(0, n, n)
+        elif job.scheme == "cluster":
+            pick = rng.integers(0, len(job.clusters), len(job.clusters))
+            idx = np.concatenate([job.clusters[c] for c in pick])
         else:
             idx = block_indices(n, job.block_length, block=job.block, rng=rng)
         feats = {k: v[idx] for k, v in job.feats.items()}
@@ -337,42 +342,16 @@ def _jack_task(job: _Job, item):
         return g, None, f"{type(exc).__name__}: {exc}"
 
 
-def _chunk_run(func, items):
-    with one_blas_thread():
-        return [func(it) for it in items]
-
-
-def _parallel(func, items, n_jobs, progress, desc):
-    """Run ``func`` on every item, in chunks, with joblib; results in item order."""
-    from tqdm.auto import tqdm
-
-    out = []
-    bar = tqdm(total=len(items), desc=desc, disable=not progress)
-    try:
-        if n_jobs == 1:
-            with one_blas_thread():
-                for it in items:
-                    out.append(func(it))
-                    bar.update(1)
-            return out
-        import joblib
-
-        workers = max(1, joblib.effective_n_jobs(n_jobs))
-        n_chunks = min(len(items), 8 * workers)
-        chunks = [c.tolist() if isinstance(c, np.ndarray) else c
-                  for c in np.array_split(np.arange(len(items)), n_chunks)]
-        gen = joblib.Parallel(n_jobs=n_jobs, return_as="generator")(
-            joblib.delayed(_chunk_run)(func, [items[i] for i in c]) for c in chunks)
-        for res in gen:
-            out.extend(res)
-            bar.update(len(res))
-        return out
-    finally:
-        bar.close()
+def _parallel(func, items, n_jobs, progress, desc, *, backend="loky", scheduler=None,
+              total=None):
+    """Run ``func`` on every item (:func:`perfmodel._parallel.map_tasks`); results in item order."""
+    return map_tasks(func, items, backend=backend, n_jobs=n_jobs, scheduler=scheduler,
+                     total=total, progress=progress, desc=desc)
 
 
 def _bootstrap_arg_problems(*, n_boot, scheme, method, alpha, block, block_length, wild_weights,
-                            seed, n_jobs, jackknife_groups, se_type) -> list[str]:
+                            seed, n_jobs, jackknife_groups, se_type, backend="loky",
+                            scheduler=None, groups=None) -> list[str]:
     """Every problem with the arguments of :func:`bootstrap` (one message lists them all)."""
     problems = (_int_problem("n_boot", n_boot, 2) + _choice_problem("scheme", scheme, SCHEMES)
                 + _choice_problem("method", method, METHODS) + _alpha_problem(alpha)
@@ -381,6 +360,10 @@ def _bootstrap_arg_problems(*, n_boot, scheme, method, alpha, block, block_lengt
                 + _int_problem("seed", seed, 0) + _int_problem("jackknife_groups", jackknife_groups, 2))
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, Integral) or n_jobs == 0:
         problems.append(f"n_jobs must be a non-zero integer (joblib convention), got {n_jobs!r}")
+    try:
+        check_backend(backend, scheduler)
+    except InputError as e:
+        problems.append(str(e))
     if block_length is not None and (isinstance(block_length, bool) or
                                      not isinstance(block_length, Real) or block_length < 1):
         problems.append(f"block_length must be None or a number >= 1, got {block_length!r}")
@@ -390,11 +373,15 @@ def _bootstrap_arg_problems(*, n_boot, scheme, method, alpha, block, block_lengt
             problems.append(f"se_type is only used by method 'studentized', got method {method!r}")
     if block_length is not None and scheme != "block":
         problems.append(f"block_length is only used by scheme 'block', got scheme {scheme!r}")
+    if (groups is None) != (scheme != "cluster"):
+        problems.append("groups is required by scheme 'cluster' and used by no other scheme")
+    if scheme == "cluster" and method == "studentized":
+        problems.append("method 'studentized' is not available with scheme 'cluster'")
     return problems
 
 
 def _bootstrap_job(fit, feats, yy, w, *, scheme, method, block, block_length, wild_weights,
-                   se_type, notes: list[str]):
+                   se_type, notes: list[str], codes=None):
     """The resampling scheme's setup -> (job, block length, its rule); appends notes."""
     n = yy.size
     model = fit.model
@@ -424,17 +411,28 @@ def _bootstrap_job(fit, feats, yy, w, *, scheme, method, block, block_length, wi
                f_scale=fit.options.get("f_scale"), scale=fit.options.get("scale", True),
                x0=theta, scheme=scheme, block=block, block_length=L,
                wild_weights=wild_weights, weights=w,
-               se_type=(se_type or SE_TYPES[scheme]) if method == "studentized" else None)
+               se_type=(se_type or SE_TYPES[scheme]) if method == "studentized" else None,
+               clusters=None if codes is None else
+               [np.flatnonzero(codes == c) for c in range(int(codes.max()) + 1)])
+    if codes is not None:
+        notes.append(f"whole clusters resampled: {len(job.clusters)} clusters of "
+                     f"{n / len(job.clusters):.3g} steps on average")
     return job, L, rule
 
 
-def _resample_fits(job: _Job, fit, streams, *, n_jobs, progress, notes: list[str]):
-    """The resample fits, in parallel -> (samples, se_samples, se_hat, failures); appends notes."""
-    n_boot = len(streams)
-    items = list(zip(range(n_boot), streams))
-    res = _parallel(partial(_boot_task, job), items, n_jobs, progress, f"bootstrap ({job.scheme})")
+def _resample_fits(job: _Job, fit, seed, n_boot, *, n_jobs, progress, notes: list[str],
+                   backend="loky", scheduler=None):
+    """The resample fits, in parallel -> (samples, se_samples, se_hat, failures); appends notes.
+
+    Resample ``b`` draws from :func:`perfmodel._parallel.task_seed` ``(seed, b)``, generated
+    lazily (a huge ``n_boot`` allocates nothing up front).
+    """
+    res = _parallel(partial(_boot_task, job), task_seeds(seed, n_boot), n_jobs, progress,
+                    f"bootstrap ({job.scheme})", backend=backend, scheduler=scheduler,
+                    total=n_boot)
     ok = [v for _, v, _ in res if v is not None]
     failures = [(b, r) for b, v, r in res if v is None]
+    del res
     if not ok:
         raise FitError(f"bootstrap: all {n_boot} resample fits failed; first reasons: "
                        f"{[r for _, r in failures[:3]]}")
@@ -453,12 +451,18 @@ def _resample_fits(job: _Job, fit, streams, *, n_jobs, progress, notes: list[str
 
 
 def _bca_with_jackknife(job: _Job, fit, samples, *, alpha, jackknife_groups, stream, n_jobs,
-                        progress, notes: list[str]):
+                        progress, notes: list[str], backend="loky", scheduler=None):
     """BCa interval, its acceleration from a (grouped) jackknife -> (lo, hi, z0, acc, jinfo)."""
     theta, n, scheme = job.x0, job.y.size, job.scheme
     z0 = acc = None
     rng = np.random.default_rng(stream)
-    if n <= jackknife_groups:
+    if scheme == "cluster":
+        G = len(job.clusters)
+        sets = np.array_split(rng.permutation(G), min(G, jackknife_groups))
+        groups = [np.concatenate([job.clusters[c] for c in cs]) for cs in sets]
+        kind = ("leave-one-cluster-out jackknife" if G <= jackknife_groups else
+                f"grouped jackknife, {jackknife_groups} random sets of whole clusters")
+    elif n <= jackknife_groups:
         groups = [np.array([i]) for i in range(n)]
         kind = "leave-one-out"
     else:
@@ -467,7 +471,7 @@ def _bca_with_jackknife(job: _Job, fit, samples, *, alpha, jackknife_groups, str
         kind = (f"grouped (delete-d) jackknife, {jackknife_groups} "
                 f"{'contiguous' if scheme == 'block' else 'random'} groups of ~{n // jackknife_groups}")
     jres = _parallel(partial(_jack_task, job), list(enumerate(groups)), n_jobs, progress,
-                     "jackknife")
+                     "jackknife", backend=backend, scheduler=scheduler)
     jk = [v for _, v, _ in jres if v is not None]
     jfail = [(g, r) for g, v, r in jres if v is None]
     jinfo = {"kind": kind, "n_groups": len(groups), "n_failed": len(jfail),
@@ -503,7 +507,8 @@ def bootstrap(fit, data=None, n_boot: int = 1000, *, y=None, scheme: str = "pair
               block_length: float | None = None, wild_weights: str = "rademacher",
               seed: int = 0, n_jobs: int = 1, progress: bool = False,
               jackknife_groups: int = 100, se_type: str | None = None,
-              weights=None) -> BootstrapResult:
+              weights=None, backend: str = "loky",
+              scheduler: str | None = None, groups=None) -> BootstrapResult:
     """Bootstrap intervals for a fit's parameters.
 
     Problem: covariance intervals rest on a linearisation and on iid errors
@@ -531,6 +536,13 @@ def bootstrap(fit, data=None, n_boot: int = 1000, *, y=None, scheme: str = "pair
         in time order (a DataFrame is sorted by ``step``/``timestamp``).
         ``block_length=None`` takes the data-driven Politis-White length of
         the fit-scale residuals (:func:`optimal_block_length`; via ``arch``).
+    ``'cluster'``
+        Whole clusters (``groups``: configurations, replicate sets, time
+        blocks) drawn with replacement, all their rows together (the cluster
+        or "case-cluster" bootstrap; Cameron, Gelbach & Miller, Rev. Econ.
+        Stat. 90, 2008; Field & Welsh, JASA 102, 2007).  Valid when residuals
+        correlate within a cluster and clusters are independent; BCa's
+        jackknife then deletes whole clusters.
 
     Methods: ``'percentile'``; ``'studentized'`` (bootstrap-t,
     :func:`studentized_interval`: each resample studentized by its own
@@ -556,20 +568,29 @@ def bootstrap(fit, data=None, n_boot: int = 1000, *, y=None, scheme: str = "pair
     n_boot : number of resamples
     scheme, method, block, block_length, wild_weights : see above
     alpha : 1 - confidence level
-    seed : seeds ``numpy.random.SeedSequence(seed)``; each resample gets its
-        own spawned stream, so results do not depend on ``n_jobs``
-    n_jobs : joblib workers (1: in-process, no joblib).  The same code runs
-        on a cluster through joblib's Dask backend::
+    seed : resample ``b`` draws from the stream
+        ``numpy.random.SeedSequence(seed).spawn(n_boot + 1)[b]``
+        (:func:`perfmodel._parallel.task_seed`, generated lazily: a huge
+        ``n_boot`` allocates nothing up front), the BCa jackknife from the
+        last one; results do not depend on ``n_jobs`` or ``backend``
+    n_jobs : joblib workers (1 with backend 'loky': in-process, no joblib)
+    backend : 'loky' (local cores) or 'dask' (a Dask distributed cluster,
+        :func:`perfmodel._parallel.map_tasks`)::
 
-            with joblib.parallel_backend('dask'):
-                boot = bootstrap(fit, n_boot=10_000, n_jobs=-1)
+            boot = bootstrap(fit, n_boot=10_000, backend="dask",
+                             scheduler="tcp://host:8786")
 
-    progress : show a tqdm progress bar
+    scheduler : 'dask' only: the scheduler address; None starts a LocalCluster
+        of processes on this machine for the call
+    progress : show a tqdm progress bar on standard error (off when it is not a terminal)
     jackknife_groups : number of jackknife groups for BCa
     se_type : 'classical', 'HC0', 'HC3' or 'HAC': the standard error of the
         studentized method (default :data:`SE_TYPES` of the scheme)
     weights : sample weights of the original fit (FitResult does not store
         them), resampled with the rows
+    groups : scheme ``'cluster'`` only: a column name of the trace ``data``
+        or one cluster label per row of ``data`` (of the fit's own rows when
+        ``data`` is None), e.g. :func:`perfmodel.stats.validation.fold_groups`
 
     Returns
     -------
@@ -586,7 +607,8 @@ def bootstrap(fit, data=None, n_boot: int = 1000, *, y=None, scheme: str = "pair
     _raise(_bootstrap_arg_problems(
         n_boot=n_boot, scheme=scheme, method=method, alpha=alpha, block=block,
         block_length=block_length, wild_weights=wild_weights, seed=seed, n_jobs=n_jobs,
-        jackknife_groups=jackknife_groups, se_type=se_type), "bootstrap")
+        jackknife_groups=jackknife_groups, se_type=se_type, backend=backend,
+        scheduler=scheduler, groups=groups), "bootstrap")
 
     feats, yy = _fit_data(fit, data, y, "bootstrap")
     n = yy.size
@@ -596,13 +618,14 @@ def bootstrap(fit, data=None, n_boot: int = 1000, *, y=None, scheme: str = "pair
         if w.shape != (n,) or not np.all(np.isfinite(w) & (w >= 0)):
             raise InputError(f"bootstrap: weights must be {n} finite values >= 0, got shape {w.shape}")
     notes: list[str] = []
+    codes = None if groups is None else _fit_groups(fit, data, groups, n, "bootstrap")
     job, L, rule = _bootstrap_job(fit, feats, yy, w, scheme=scheme, method=method, block=block,
                                   block_length=block_length, wild_weights=wild_weights,
-                                  se_type=se_type, notes=notes)
+                                  se_type=se_type, notes=notes, codes=codes)
     theta = job.x0
-    children = np.random.SeedSequence(seed).spawn(n_boot + 1)
     samples, se_samples, se_hat, failures = _resample_fits(
-        job, fit, children[:n_boot], n_jobs=n_jobs, progress=progress, notes=notes)
+        job, fit, seed, n_boot, n_jobs=n_jobs, progress=progress, notes=notes, backend=backend,
+        scheduler=scheduler)
     z0 = acc = jinfo = None
     if method == "percentile":
         lo, hi = percentile_interval(samples, alpha)
@@ -611,7 +634,8 @@ def bootstrap(fit, data=None, n_boot: int = 1000, *, y=None, scheme: str = "pair
     else:
         lo, hi, z0, acc, jinfo = _bca_with_jackknife(
             job, fit, samples, alpha=alpha, jackknife_groups=jackknife_groups,
-            stream=children[-1], n_jobs=n_jobs, progress=progress, notes=notes)
+            stream=task_seed(seed, n_boot), n_jobs=n_jobs, progress=progress, notes=notes,
+            backend=backend, scheduler=scheduler)
     return BootstrapResult(param_names=list(fit.param_names), estimate=theta, samples=samples,
                            lower=np.asarray(lo, float), upper=np.asarray(hi, float), method=method,
                            scheme=scheme, n_boot=int(n_boot), n_failed=len(failures),

@@ -1,0 +1,174 @@
+"""The stored form of a fit's interval calibration (FIT.json key ``interval_calibration``).
+
+Problem
+-------
+:func:`perfmodel.stats.intervals.calibrate_intervals` measures, at fit
+time, the fit-scale residuals of held-out steps (cross-validation on the
+fold engine) and keeps, per regime, the finite-sample conformal quantiles
+of those residuals at a grid of levels.  ``perfmodel predict --interval``
+reads them back from FIT.json.  This module owns the stored form: the
+constants that name it and :func:`check_interval_calibration`, the one
+validator (it raises :class:`perfmodel.errors.InputError` naming the first
+problem).  Reading FIT.json only checks that the key holds an object
+(:mod:`perfmodel.core.fit_format`); its contents are validated where they
+are used (:func:`perfmodel.stats.intervals.conformal_interval`, so
+``perfmodel predict --interval`` exits 2 on a damaged calibration).  Fitting
+and applying the calibration live in :mod:`perfmodel.stats.intervals`
+(layers: core < stats).
+
+The stored object (JSON, self-contained)
+----------------------------------------
+``version``
+    :data:`VERSION` (an integer).
+``method``
+    :data:`METHOD` (``'mondrian-cv-conformal'``).
+``scale``
+    the fit scale whose residual is the score (:mod:`perfmodel.core.scale`).
+``levels``
+    increasing central coverage levels in (0, 1).
+``regime_rule``
+    ``{'phase': {'prefill_ratio': r}, 'length_thresholds_ms': [t1, t2]}``: a
+    step's phase is :func:`perfmodel.stats.validation.regime` with
+    ``prefill_ratio`` ``r``; its length is ``short`` when its predicted time
+    is below ``t1`` ms, ``long`` at or above ``t2``, else ``medium``.
+``min_count``
+    the fewest residuals a pool needs to be used.
+``pools``
+    ``{name: {'n': n, 'lower': [...], 'upper': [...]}}``, one lower and one
+    upper residual quantile per level (``null``: no finite quantile at that
+    level).  Names are ``'<phase>|<length>'`` cells, ``'<phase>|*'`` and
+    ``'*|*'`` (every step).
+``folds``
+    how the held-out residuals were made (scheme, k, seed, time_ordered,
+    block, n_steps).
+
+Verification
+------------
+``tests/core/test_interval_calibration.py``: a stored calibration passes
+and survives a FIT.json round trip; each kind of damage (missing key,
+wrong version, unsorted levels, a pool with the wrong number of
+quantiles, lower above upper, a cell of an unknown phase) raises an
+InputError that names it.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from itertools import pairwise
+from typing import Any
+
+from perfmodel.errors import InputError
+
+__all__ = ["ALL", "KEY", "LENGTHS", "METHOD", "PHASES", "VERSION", "check_interval_calibration",
+           "pool_chain"]
+
+#: the FIT.json key
+KEY = "interval_calibration"
+#: the stored form's version
+VERSION = 1
+#: the method name
+METHOD = "mondrian-cv-conformal"
+#: phase labels (those of :func:`perfmodel.stats.validation.regime`)
+PHASES = ("decode-only", "mixed", "prefill-heavy")
+#: length labels
+LENGTHS = ("short", "medium", "long")
+#: the pool of every step
+ALL = "*|*"
+
+_KEYS = ("version", "method", "scale", "levels", "regime_rule", "min_count", "pools", "folds")
+
+
+def pool_chain(phase: str, length: str) -> tuple[str, str, str]:
+    """Pools tried for a step, finest first: its cell, its phase, every step."""
+    return (f"{phase}|{length}", f"{phase}|*", ALL)
+
+
+def _valid_pool_names() -> set[str]:
+    names = {ALL}
+    for p in PHASES:
+        names.add(f"{p}|*")
+        names.update(f"{p}|{ln}" for ln in LENGTHS)
+    return names
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _check_levels(levels: Any) -> list[float]:
+    if not isinstance(levels, list) or not levels or not all(_number(v) for v in levels):
+        raise InputError(f"{KEY}.levels must be a non-empty list of numbers")
+    if not all(0 < v < 1 for v in levels) or any(b <= a for a, b in pairwise(levels)):
+        raise InputError(f"{KEY}.levels must be increasing numbers in (0, 1)")
+    return [float(v) for v in levels]
+
+
+def _check_pool(name: str, pool: Any, n_levels: int) -> None:
+    where = f"{KEY}.pools[{name!r}]"
+    if not isinstance(pool, Mapping) or any(k not in pool for k in ("n", "lower", "upper")):
+        raise InputError(f"{where} must hold n, lower and upper")
+    n = pool["n"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise InputError(f"{where}.n must be an integer >= 0, got {n!r}")
+    for side in ("lower", "upper"):
+        q = pool[side]
+        if not isinstance(q, list) or len(q) != n_levels:
+            raise InputError(f"{where}.{side} must list one value per level ({n_levels})")
+        if not all(v is None or _number(v) for v in q):
+            raise InputError(f"{where}.{side} must hold numbers or null")
+    for lo, hi in zip(pool["lower"], pool["upper"]):
+        if lo is not None and hi is not None and lo > hi:
+            raise InputError(f"{where} has a lower quantile above its upper one")
+
+
+def check_interval_calibration(obj: Any) -> dict:
+    """Validate a stored interval calibration (module docstring); return it as a dict.
+
+    Parameters
+    ----------
+    obj : the value of FIT.json's ``interval_calibration`` key
+
+    Returns
+    -------
+    dict (the same content)
+
+    Raises
+    ------
+    InputError naming the first problem found.
+    """
+    if not isinstance(obj, Mapping):
+        raise InputError(f"{KEY} must be a JSON object, got {type(obj).__name__}")
+    missing = [k for k in _KEYS if k not in obj]
+    if missing:
+        raise InputError(f"{KEY} is missing keys {missing}")
+    if obj["version"] != VERSION:
+        raise InputError(f"{KEY}.version {obj['version']!r} is not supported (this perfmodel "
+                         f"reads version {VERSION})")
+    if obj["method"] != METHOD:
+        raise InputError(f"{KEY}.method must be {METHOD!r}, got {obj['method']!r}")
+    if obj["scale"] not in ("log", "weight", "absolute"):
+        raise InputError(f"{KEY}.scale must be log, weight or absolute, got {obj['scale']!r}")
+    levels = _check_levels(obj["levels"])
+    rule = obj["regime_rule"]
+    th = rule.get("length_thresholds_ms") if isinstance(rule, Mapping) else None
+    if (not isinstance(th, list) or len(th) != len(LENGTHS) - 1
+            or not all(_number(v) for v in th) or any(b < a for a, b in pairwise(th))
+            or not isinstance(rule.get("phase"), Mapping)
+            or not _number(rule["phase"].get("prefill_ratio"))
+            or not rule["phase"]["prefill_ratio"] > 1):
+        raise InputError(f"{KEY}.regime_rule must hold length_thresholds_ms (two ascending "
+                         "numbers) and phase.prefill_ratio > 1")
+    mc = obj["min_count"]
+    if isinstance(mc, bool) or not isinstance(mc, int) or mc < 1:
+        raise InputError(f"{KEY}.min_count must be an integer >= 1, got {mc!r}")
+    pools = obj["pools"]
+    if not isinstance(pools, Mapping) or ALL not in pools:
+        raise InputError(f"{KEY}.pools must be an object holding the pool {ALL!r}")
+    bad = sorted(set(pools) - _valid_pool_names())
+    if bad:
+        raise InputError(f"{KEY}.pools has unknown pool names {bad}")
+    for name, pool in pools.items():
+        _check_pool(name, pool, len(levels))
+    if not isinstance(obj["folds"], Mapping):
+        raise InputError(f"{KEY}.folds must be a JSON object")
+    return dict(obj)

@@ -1,0 +1,382 @@
+"""Request-level capacity under TTFT / TPOT SLOs, with an interval, by simulation.
+
+Problem
+-------
+The question operators ask is not about one step but about requests: what
+request rate (open loop) or how many concurrent clients (closed loop) can this
+deployment take while, e.g., 99 % of requests see TTFT <= 500 ms and
+TPOT <= 50 ms?  :func:`capacity` answers it with the continuous-batching
+simulator (:mod:`perfmodel.decisions.simulate`) driven by a fitted step model.
+
+Method
+------
+1. *Attainment at a load* (:func:`evaluate_load`): simulate the workload's
+   requests (:class:`perfmodel.decisions.requests_workload.Workload`) at a
+   request rate (Poisson arrivals, the unit-rate schedule of the replication
+   divided by the rate, so that every rate sees the same arrival pattern:
+   common random numbers) or a concurrency (closed loop); the attainment is the
+   fraction of requests meeting the SLO, the goodput those requests per second.
+2. *Search*: the largest load whose attainment is >= the target, by doubling
+   from 1 until the SLO fails, then bisection (on a log scale for rates, on
+   integers for concurrency) to a relative tolerance ``rel_tol``.  It assumes
+   attainment falls with load; with step noise it can be locally
+   non-monotone, and the search returns one crossing.  Searches stop at
+   ``max_load`` (reported as ``capped``); a workload that misses the SLO even
+   at the smallest load gives 0 (``feasible`` False).
+3. *Interval*: ``replications`` searches, each with its own step model and
+   randomness: parameters drawn from bootstrap samples of the fit
+   (``boot_samples``) or, without them, from the normal approximation
+   ``N(theta_hat, C)`` of the fit covariance (unidentified parameters held at
+   their estimates, as in :class:`perfmodel.stats.predictive.PredictiveDistribution`;
+   draws clipped to the model's bounds); step noise ``inverse(mu, e)`` on
+   the fit's scale with ``e ~ N(0, rss/dof)`` (the step part of the same
+   predictive distribution; :mod:`perfmodel.core.scale`); and a new arrival
+   schedule.  The interval is the pair of empirical ``(1 -+ level)/2``
+   quantiles of these answers.  The point answer uses the fitted parameters
+   with step noise and the base seed.
+
+Not modelled (the simulator's limits): prefix caching, asynchronous
+scheduling, speculative decoding, client and network time; KV-cache
+preemption only when ``engine.num_gpu_blocks`` is set; the per-step overhead outside the model run is
+``EngineConfig.step_overhead_ms`` (estimate it from a server step log, e.g.
+``step_ms - duration_ms + gap_ms`` of :mod:`perfmodel.data.collect.vllm_plugin`).
+
+Verification
+------------
+``tests/decisions/test_capacity.py``: with a constant 10 ms step and
+``max_num_seqs = 1`` the closed-loop answer equals the hand-computed
+``C* = (TTFT_limit - 10 ms) / 20 ms + 1``; a TPOT limit above/below the step
+time gives a capped/infeasible answer; the rate found meets the target and
+``(1 + rel_tol)`` times it does not, re-simulated independently.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from perfmodel._checks import check_choice, check_int_range, check_positive, check_probability
+from perfmodel.core.scale import scale_of
+from perfmodel.decisions.requests_workload import SLO, Workload
+from perfmodel.decisions.simulate import EngineConfig, simulate_closed_loop, simulate_open_loop
+from perfmodel.errors import InputError
+
+__all__ = ["MODES", "StepModelDraw", "capacity", "evaluate_load", "parameter_draws"]
+
+MODES = ("rate", "concurrency")
+DEFAULT_MAX_RATE = 1e4
+_MIN_RATE = 1e-4
+_CURVE = (0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0)
+
+
+# ---------------------------------------------------------------------------
+# the step model of one replication
+# ---------------------------------------------------------------------------
+
+class StepModelDraw:
+    """A step model with parameters ``theta`` and, optionally, step noise on the fit's scale.
+
+    ``predict(features)`` returns ``inverse(mu(theta), e)`` with ``e ~ N(0,
+    rss/dof)`` drawn from its own generator (``seed``; :meth:`reset` restarts it so
+    that every load of one search sees the same noise sequence).
+    """
+
+    def __init__(self, fit, theta=None, *, noise: bool = True, seed: int = 0):
+        for a in ("model", "values", "rss", "dof"):
+            if not hasattr(fit, a):
+                raise InputError(f"intervals and step noise need a FitResult, got "
+                                 f"{type(fit).__name__}")
+        self.fit, self.model = fit, fit.model
+        self.theta = np.asarray(fit.values if theta is None else theta, float)
+        self.scale = scale_of(fit)
+        self.sd = math.sqrt(float(fit.rss) / int(fit.dof)) if noise and fit.dof > 0 else 0.0
+        self.seed = int(seed)
+        self.reset()
+
+    def reset(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
+
+    def predict(self, feats) -> np.ndarray:
+        mu = np.asarray(self.model.predict(self.theta, feats), float)
+        if self.sd > 0:
+            mu = self.scale.inverse(np.maximum(mu, 1e-9),
+                                    self.rng.normal(0.0, self.sd, mu.shape))
+        return np.maximum(mu, 1e-6)
+
+
+def parameter_draws(fit, n: int, seed: int = 0, boot_samples=None) -> tuple[np.ndarray, str]:
+    """``n`` parameter vectors for the interval (module docstring, step 3) and their source."""
+    from perfmodel.stats.predictive import _delta_cov, _samples
+
+    n = check_int_range("replications", n, 1, integral_float=True)
+    rng = np.random.default_rng(seed)
+    if boot_samples is not None:
+        S = _samples(fit, boot_samples)
+        return S[rng.integers(0, len(S), n)], f"bootstrap samples of the fit ({len(S)} rows)"
+    C = _delta_cov(fit)
+    theta = np.asarray(fit.values, float)
+    draws = rng.multivariate_normal(theta, C, size=n, method="eigh", check_valid="ignore")
+    lo, hi = fit.model.lower, fit.model.upper
+    return (np.clip(draws, lo, hi),
+            "normal approximation N(theta_hat, covariance) of the fit, clipped to the bounds")
+
+
+# ---------------------------------------------------------------------------
+# one load
+# ---------------------------------------------------------------------------
+
+def _unit_arrivals(n: int, seed: int) -> np.ndarray:
+    gaps = np.random.default_rng(seed).exponential(1.0, n - 1)
+    return np.concatenate([[0.0], np.cumsum(gaps)])
+
+
+def evaluate_load(model, workload: Workload, slo: SLO, load: float, *, mode: str = "rate",
+                  engine: EngineConfig | None = None, arrival_seed: int = 0,
+                  unit_arrivals=None) -> dict[str, Any]:
+    """Simulate ``workload`` at one load and score it against ``slo``.
+
+    Parameters
+    ----------
+    model : step model (``.predict``); a :class:`StepModelDraw` is reset first
+    workload, slo : what is served and what it must meet
+    load : request rate (req/s, ``mode='rate'``) or concurrency (``'concurrency'``)
+    engine : EngineConfig of the simulated server
+    arrival_seed / unit_arrivals : the unit-rate Poisson schedule (rate mode)
+
+    Returns
+    -------
+    dict: ``load``, ``attainment``, ``goodput_req_s``, ``request_throughput_req_s``,
+    ``output_throughput_tok_s``, ``p50``/``p99`` of ``ttft_ms``, ``tpot_ms``, ``e2e_ms``
+    """
+    mode = check_choice("mode", mode, MODES)
+    engine = EngineConfig() if engine is None else engine
+    if hasattr(model, "reset"):
+        model.reset()
+    P, O = workload.prompt_tokens, workload.output_tokens
+    if mode == "rate":
+        rate = check_positive("rate", load)
+        u = _unit_arrivals(workload.n, arrival_seed) if unit_arrivals is None else unit_arrivals
+        r = simulate_open_loop(model, prompt_tokens=P, output_tokens=O, arrival_times=u / rate,
+                               engine=engine, keep_steps=False)
+    else:
+        c = check_int_range("concurrency", load, 1, integral_float=True)
+        r = simulate_closed_loop(model, workload.n, c, P, O, engine=engine, keep_steps=False)
+    req = r.requests
+    met = slo.met(req)
+    mk = r.makespan_s
+    out = {"load": float(load), "attainment": float(met.mean()),
+           "goodput_req_s": float(met.sum() / mk), "request_throughput_req_s": len(req) / mk,
+           "output_throughput_tok_s": r.output_throughput_tok_s}
+    for name, col, f in (("ttft_ms", "ttft_s", 1e3), ("tpot_ms", "tpot_ms", 1.0),
+                         ("e2e_ms", "e2e_s", 1e3)):
+        v = req[col].to_numpy(float) * f
+        v = v[np.isfinite(v)]
+        out[f"p50_{name}"] = float(np.median(v)) if v.size else None
+        out[f"p99_{name}"] = float(np.quantile(v, 0.99)) if v.size else None
+    return out
+
+
+# ---------------------------------------------------------------------------
+# the search
+# ---------------------------------------------------------------------------
+
+def _search(passes, mode: str, max_load: float, rel_tol: float, start: float = 1.0):
+    """Largest load that passes: (answer, capped, number of evaluations)."""
+    evals = 0
+
+    def ok(x):
+        nonlocal evals
+        evals += 1
+        return passes(x)
+
+    if mode == "rate":
+        x = min(start, max_load)
+        if ok(x):
+            lo = x
+            while True:
+                if lo >= max_load:
+                    return max_load, True, evals
+                x = min(lo * 2.0, max_load)
+                if not ok(x):
+                    hi = x
+                    break
+                lo = x
+        else:
+            hi = x
+            while True:
+                x = hi / 2.0
+                if x < _MIN_RATE:
+                    return 0.0, False, evals
+                if ok(x):
+                    lo = x
+                    break
+                hi = x
+        while hi / lo > 1.0 + rel_tol:
+            mid = math.sqrt(lo * hi)
+            if ok(mid):
+                lo = mid
+            else:
+                hi = mid
+        return lo, False, evals
+    cap = int(max_load)
+    if not ok(1):
+        return 0, False, evals
+    lo = 1
+    while True:
+        if lo >= cap:
+            return cap, True, evals
+        x = min(lo * 2, cap)
+        if not ok(x):
+            hi = x
+            break
+        lo = x
+    while hi - lo > max(1, int(rel_tol * lo)):
+        mid = (lo + hi) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, False, evals
+
+
+def _one_search(model, workload, slo, mode, engine, max_load, rel_tol, arrival_seed,
+                start=1.0):
+    u = _unit_arrivals(workload.n, arrival_seed) if mode == "rate" else None
+
+    def passes(x):
+        e = evaluate_load(model, workload, slo, x, mode=mode, engine=engine, unit_arrivals=u)
+        return e["attainment"] >= slo.attainment
+
+    return _search(passes, mode, max_load, rel_tol, start)
+
+
+def _check_common(workload, slo, mode, engine, level, replications, rel_tol, max_load):
+    if not isinstance(workload, Workload):
+        raise InputError(f"workload must be a Workload, got {type(workload).__name__}")
+    if not isinstance(slo, SLO):
+        raise InputError(f"slo must be an SLO, got {type(slo).__name__}")
+    mode = check_choice("mode", mode, MODES)
+    engine = EngineConfig() if engine is None else engine
+    if not isinstance(engine, EngineConfig):
+        raise InputError(f"engine must be an EngineConfig, got {type(engine).__name__}")
+    if engine.step_noise_sd:
+        raise InputError("engine.step_noise_sd must be 0: the step noise comes from the fit")
+    level = check_probability("level", level)
+    replications = check_int_range("replications", replications, 0, integral_float=True)
+    rel_tol = check_positive("rel_tol", rel_tol)
+    if max_load is None:
+        max_load = DEFAULT_MAX_RATE if mode == "rate" else workload.n
+    max_load = check_positive("max_load", max_load)
+    if mode == "concurrency":
+        max_load = max(1, min(int(max_load), workload.n))
+    return mode, engine, level, replications, rel_tol, max_load
+
+
+def capacity(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
+             engine: EngineConfig | None = None, replications: int = 20, level: float = 0.9,
+             boot_samples=None, noise: bool = True, rel_tol: float = 0.02,
+             max_load: float | None = None, seed: int = 0) -> dict[str, Any]:
+    """Highest request rate / concurrency whose simulated SLO attainment meets the target.
+
+    Parameters
+    ----------
+    fit : FitResult (a plain ``.predict`` model works with ``replications=0, noise=False``)
+    workload, slo : see :mod:`perfmodel.decisions.requests_workload`
+    mode : ``'rate'`` (open loop, Poisson) or ``'concurrency'`` (closed loop)
+    engine : EngineConfig (scheduler limits, policy, ``step_overhead_ms``)
+    replications : searches for the interval (0: no interval)
+    level : interval level
+    boot_samples : (n_boot, p) bootstrap parameter samples (default: normal approximation)
+    noise : draw step noise from the fit's residual variance
+    rel_tol : relative precision of the rate (concurrency: of the integer)
+    max_load : search cap (default 1e4 req/s, or the number of requests)
+    seed : base seed (arrivals, noise, parameter draws)
+
+    Returns
+    -------
+    dict with ``mode``, ``max_rate`` or ``max_concurrency``, ``feasible``,
+    ``capped``, ``interval``, ``slo``, ``attainment_curve`` (one dict per load,
+    :func:`evaluate_load`), ``assumptions`` (model, workload, engine, arrivals,
+    step noise) and ``search``.
+    """
+    mode, engine, level, R, rel_tol, max_load = _check_common(
+        workload, slo, mode, engine, level, replications, rel_tol, max_load)
+    seed = check_int_range("seed", seed, 0, integral_float=True)
+    is_fit = hasattr(fit, "rss") and hasattr(fit, "values")
+    if (R > 0 or noise) and not is_fit:
+        raise InputError("intervals and step noise need a FitResult; pass replications=0 and "
+                         "noise=False for a plain model")
+    point_model = StepModelDraw(fit, noise=noise, seed=seed) if is_fit else fit
+    answer, capped, n_eval = _one_search(point_model, workload, slo, mode, engine, max_load,
+                                         rel_tol, seed)
+    interval = None
+    source = None
+    if R > 0:
+        thetas, source = parameter_draws(fit, R, seed + 1, boot_samples)
+        vals = []
+        for r in range(R):
+            m = StepModelDraw(fit, thetas[r], noise=noise, seed=seed + 1000 + r)
+            a, _, k = _one_search(m, workload, slo, mode, engine, max_load, rel_tol,
+                                  seed + 2000 + r, start=answer if answer > 0 else 1.0)
+            vals.append(a)
+            n_eval += k
+        lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
+        interval = {"level": level, "lower": float(np.quantile(vals, lo_q)),
+                    "upper": float(np.quantile(vals, hi_q)), "replications": R,
+                    "values": [float(v) for v in vals],
+                    "sources": {"parameters": source,
+                                "step_noise": _noise_text(point_model) if noise else "off",
+                                "arrivals": "a new Poisson schedule per replication"
+                                if mode == "rate" else "closed loop (none)"}}
+    curve = _curve(point_model, workload, slo, mode, engine, answer, max_load, seed)
+    key = "max_rate" if mode == "rate" else "max_concurrency"
+    return {
+        "mode": mode, key: answer, "feasible": answer > 0, "capped": capped,
+        "interval": interval, "slo": slo.as_dict(), "attainment_curve": curve,
+        "assumptions": _assumptions(fit, workload, engine, mode, noise, point_model),
+        "search": {"rel_tol": rel_tol, "max_load": max_load, "evaluations": n_eval,
+                   "rule": "doubling from 1, then bisection on the attainment target"},
+    }
+
+
+def _noise_text(model) -> str:
+    if not isinstance(model, StepModelDraw) or model.sd == 0:
+        return "off"
+    return (f"inverse(mu, e) on the fit's {model.scale.name} scale, e ~ N(0, {model.sd:.3g}^2) "
+            "(rss/dof), one draw per step")
+
+
+def _curve(model, workload, slo, mode, engine, answer, max_load, seed):
+    if mode == "rate":
+        base = answer if answer > 0 else _MIN_RATE * 100
+        loads = sorted({min(base * f, max_load) for f in _CURVE})
+    else:
+        base = max(int(answer), 1)
+        loads = sorted({min(max(1, round(base * f)), int(max_load)) for f in _CURVE})
+    return [evaluate_load(model, workload, slo, x, mode=mode, engine=engine, arrival_seed=seed)
+            for x in loads]
+
+
+def _assumptions(fit, workload, engine, mode, noise, model) -> dict[str, Any]:
+    prov = getattr(fit, "provenance", {}) or {}
+    return {
+        "model": getattr(fit, "model_name", type(fit).__name__),
+        "fit_trace": prov.get("trace"),
+        "workload": workload.describe(),
+        "engine": engine.as_dict(),
+        "arrivals": ("Poisson, the unit-rate schedule of the seed divided by the rate"
+                     if mode == "rate" else "closed loop: each finish issues the next request"),
+        "step_noise": _noise_text(model) if noise else "off",
+        "not_modelled": "prefix caching, asynchronous scheduling, speculative decoding, client "
+                        "and network time"
+                        + ("" if engine.num_gpu_blocks else "; KV-cache limits and preemption "
+                           "(no num_gpu_blocks given)"),
+    }
+
+
+def with_limits(engine: EngineConfig, max_num_seqs: int, max_num_batched_tokens: int):
+    """``engine`` with other scheduler limits (checked by EngineConfig)."""
+    return replace(engine, max_num_seqs=max_num_seqs,
+                   max_num_batched_tokens=max_num_batched_tokens)

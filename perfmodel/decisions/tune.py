@@ -1,0 +1,169 @@
+"""Token budget as a request-level decision: ``max_num_batched_tokens`` and ``max_num_seqs``
+that maximise goodput under TTFT / TPOT SLOs, by simulation, with an interval.
+
+Problem
+-------
+The step-level rule (:func:`perfmodel.decisions.sla.recommend_token_budget`)
+maximises the tokens per second of one full step under a step-time target; it
+ignores queueing, prefill/decode interference and the requests' own
+deadlines, and on real fits it ranks ``max_num_seqs = 1`` first, which
+serialises every request.  Here each candidate ``(max_num_seqs,
+max_num_batched_tokens)`` is judged by what its requests experience:
+
+* objective ``'capacity'`` (default): the highest request rate (or
+  concurrency) whose SLO attainment meets the target
+  (:func:`perfmodel.decisions.capacity.capacity`'s search);
+* objective ``'goodput'`` at a given ``load``: requests meeting the SLO per
+  second (:func:`perfmodel.decisions.capacity.evaluate_load`).
+
+The recommendation is the candidate with the best point objective (ties: the
+smaller budget, then fewer sequences).  The interval repeats the evaluation
+over ``replications`` draws of the step model (parameters, step noise and
+arrivals, as in :mod:`perfmodel.decisions.capacity`), the *same* draw for every
+candidate (common random numbers), and reports for the recommended
+candidate the interval of its objective, the interval of its gain over the
+``baseline`` configuration (paired by draw), and the share of draws in which
+it is the best candidate.
+
+Verification: ``tests/decisions/test_tune.py`` (a step model whose time grows
+with the batch makes a small ``max_num_seqs`` lose under a rate it cannot
+serve; the ranking agrees with independent :func:`evaluate_load` calls).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from perfmodel._checks import check_choice, check_positive
+from perfmodel.decisions.capacity import (
+    StepModelDraw,
+    _check_common,
+    _one_search,
+    _unit_arrivals,
+    evaluate_load,
+    parameter_draws,
+    with_limits,
+)
+from perfmodel.decisions.requests_workload import SLO, Workload
+from perfmodel.decisions.simulate import EngineConfig
+from perfmodel.errors import InputError
+
+__all__ = ["DEFAULT_SEQS", "DEFAULT_TOKENS", "tune_token_budget"]
+
+DEFAULT_SEQS = (8, 16, 32, 64)
+DEFAULT_TOKENS = (256, 512, 1024, 2048)
+
+
+def _grid(seqs, tokens) -> list[tuple[int, int]]:
+    cands = []
+    for m in sorted({int(x) for x in seqs}):
+        for k in sorted({int(x) for x in tokens}):
+            if m >= 1 and k >= m:  # vLLM requires max_num_batched_tokens >= max_num_seqs
+                cands.append((m, k))
+    if not cands:
+        raise InputError("no candidate with max_num_batched_tokens >= max_num_seqs >= 1 in the "
+                         "grids")
+    return cands
+
+
+def tune_token_budget(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
+                      objective: str = "capacity", load: float | None = None,
+                      max_num_seqs_grid=DEFAULT_SEQS, max_num_batched_tokens_grid=DEFAULT_TOKENS,
+                      engine: EngineConfig | None = None, baseline: tuple[int, int] | None = None,
+                      replications: int = 10, level: float = 0.9, boot_samples=None,
+                      noise: bool = True, rel_tol: float = 0.05, max_load: float | None = None,
+                      seed: int = 0) -> dict[str, Any]:
+    """Choose ``(max_num_seqs, max_num_batched_tokens)`` by simulated goodput (module docstring).
+
+    Parameters
+    ----------
+    fit : FitResult
+    workload, slo, mode, engine, replications, level, boot_samples, noise,
+    rel_tol, max_load, seed : as :func:`perfmodel.decisions.capacity.capacity`
+        (``engine`` supplies everything but the two limits)
+    objective : ``'capacity'`` or ``'goodput'`` (needs ``load``)
+    load : request rate (or concurrency) for ``objective='goodput'``
+    max_num_seqs_grid, max_num_batched_tokens_grid : candidate values
+    baseline : ``(max_num_seqs, max_num_batched_tokens)`` to compare with
+        (default: those of ``engine``)
+
+    Returns
+    -------
+    dict with ``recommended`` (``max_num_seqs``, ``max_num_batched_tokens``,
+    ``objective``, ``interval``, ``prob_best``), ``baseline`` (the same, and
+    ``gain`` with its interval), ``table`` (one row per candidate),
+    ``objective``, ``slo``, ``assumptions``.
+    """
+    mode, engine, level, R, rel_tol, max_load = _check_common(
+        workload, slo, mode, engine, level, replications, rel_tol, max_load)
+    objective = check_choice("objective", objective, ("capacity", "goodput"))
+    if objective == "goodput":
+        if load is None:
+            raise InputError("objective='goodput' needs load (a request rate or concurrency)")
+        load = check_positive("load", load)
+    cands = _grid(max_num_seqs_grid, max_num_batched_tokens_grid)
+    base = (engine.max_num_seqs, engine.max_num_batched_tokens) if baseline is None else (
+        int(baseline[0]), int(baseline[1]))
+    if base not in cands:
+        cands.append(base)
+    engines = [with_limits(engine, m, k) for m, k in cands]
+
+    def score(model, arrival_seed, starts=None):
+        u = _unit_arrivals(workload.n, arrival_seed) if mode == "rate" else None
+        out = []
+        for i, e in enumerate(engines):
+            if objective == "goodput":
+                out.append(evaluate_load(model, workload, slo, load, mode=mode, engine=e,
+                                         unit_arrivals=u)["goodput_req_s"])
+            else:
+                start = starts[i] if starts is not None and starts[i] > 0 else 1.0
+                out.append(float(_one_search(model, workload, slo, mode, e, max_load, rel_tol,
+                                             arrival_seed, start)[0]))
+        return np.array(out)
+
+    point = score(StepModelDraw(fit, noise=noise, seed=seed), seed)
+    draws = np.empty((R, len(cands)))
+    source = None
+    if R > 0:
+        thetas, source = parameter_draws(fit, R, seed + 1, boot_samples)
+        for r in range(R):
+            m = StepModelDraw(fit, thetas[r], noise=noise, seed=seed + 1000 + r)
+            draws[r] = score(m, seed + 2000 + r, point)
+    order = sorted(range(len(cands)), key=lambda i: (-point[i], cands[i][1], cands[i][0]))
+    best, ib = cands[order[0]], order[0]
+    jb = cands.index(base)
+    lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
+
+    def iv(x):
+        return None if R == 0 else {"level": level, "lower": float(np.quantile(x, lo_q)),
+                                    "upper": float(np.quantile(x, hi_q))}
+
+    prob_best = None if R == 0 else float(np.mean(draws[:, ib] >= draws.max(axis=1) - 1e-12))
+    unit = _unit(objective, mode)
+    table = [{"max_num_seqs": m, "max_num_batched_tokens": k, "objective": float(point[i]),
+              "interval": iv(draws[:, i]) if R else None}
+             for i, (m, k) in enumerate(cands)]
+    gain = None if R == 0 else iv(draws[:, ib] - draws[:, jb])
+    return {
+        "objective": {"name": objective, "unit": unit, "load": load, "mode": mode},
+        "recommended": {"max_num_seqs": best[0], "max_num_batched_tokens": best[1],
+                        "objective": float(point[ib]), "interval": iv(draws[:, ib]),
+                        "prob_best": prob_best},
+        "baseline": {"max_num_seqs": base[0], "max_num_batched_tokens": base[1],
+                     "objective": float(point[jb]), "interval": iv(draws[:, jb]),
+                     "gain": float(point[ib] - point[jb]), "gain_interval": gain},
+        "table": table, "slo": slo.as_dict(),
+        "assumptions": {"model": getattr(fit, "model_name", None),
+                        "workload": workload.describe(), "engine": engine.as_dict(),
+                        "parameters": source, "replications": R,
+                        "rule": "maximise the objective over the grid (ties: smaller budget, "
+                                "then fewer sequences); the same draws for every candidate"},
+    }
+
+
+def _unit(objective: str, mode: str) -> str:
+    if objective == "goodput":
+        return "requests meeting the SLO per second"
+    return "requests/s (highest rate meeting the SLO)" if mode == "rate" else (
+        "concurrent requests (highest concurrency meeting the SLO)")

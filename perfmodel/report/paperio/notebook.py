@@ -1,0 +1,176 @@
+"""Figures and the object notebooks use (:class:`PaperOutputs`, :func:`notebook_setup`).
+
+See :mod:`perfmodel.report.paperio`; verified in ``tests/report/test_paperio.py``.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from perfmodel.errors import InputError
+from perfmodel.report.paperio._common import (
+    _check_name,
+)
+from perfmodel.report.paperio.latex import write_table
+from perfmodel.report.paperio.macros import (
+    write_numbers,
+)
+from perfmodel.report.pipeline import record_output
+
+# ---------------------------------------------------------------------------
+# figures
+# ---------------------------------------------------------------------------
+
+def save_figure(fig, name: str, *, folder: str | os.PathLike, formats: Iterable[str] = ("pdf", "png"),
+                dpi: int = 150) -> list[Path]:
+    """Save ``fig`` as ``<folder>/<name>.<fmt>`` for each format, reproducibly.
+
+    PDF files carry no creation date (``metadata={'CreationDate': None}``)
+    and PNG files no software tag, so two runs give identical bytes when the
+    figure is the same.  Returns the written paths.
+    """
+    _check_name(name, "name")
+    if not hasattr(fig, "savefig"):
+        raise InputError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
+    formats = tuple(formats)
+    bad = [f for f in formats if f not in ("pdf", "png", "svg")]
+    if not formats or bad:
+        raise InputError(f"formats must be a non-empty subset of pdf, png, svg; got {formats!r}")
+    if not isinstance(dpi, int) or dpi <= 0:
+        raise InputError(f"dpi must be a positive integer, got {dpi!r}")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    meta = {"pdf": {"CreationDate": None, "Producer": None},
+            "png": {"Software": None},
+            "svg": {"Date": None}}
+    out = []
+    for f in formats:
+        p = folder / f"{name}.{f}"
+        fig.savefig(p, format=f, dpi=dpi, bbox_inches="tight", metadata=meta[f])
+        out.append(p)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# the object notebooks use
+# ---------------------------------------------------------------------------
+
+class PaperOutputs:
+    """Figures, tables and numbers of one notebook, under one output root.
+
+    Parameters
+    ----------
+    root : the repository root (notebooks pass their ``out`` parameter,
+        ``'..'`` when run from ``notebooks/``)
+    notebook : the notebook's name (fragment and provenance comments)
+
+    Files go to ``<root>/figures``, ``<root>/paper/tables`` and
+    ``<root>/paper/numbers/<notebook>.tex``.  Numbers accumulate over calls
+    to :meth:`numbers` and the fragment is rewritten with all of them, so a
+    notebook may report numbers cell by cell.
+    """
+
+    def __init__(self, root: str | os.PathLike, notebook: str):
+        root = Path(root)
+        if not root.is_dir():
+            raise InputError(f"root {str(root)!r} is not a folder")
+        self.root = root
+        self.notebook = _check_name(notebook, "notebook")
+        self.figures = root / "figures"
+        self.tables = root / "paper" / "tables"
+        self.numbers_dir = root / "paper" / "numbers"
+        self._numbers: dict[str, Any] = {}
+        self._opts: dict[str, dict] = {}
+
+    def figure(self, fig, name: str, **kwargs) -> list[Path]:
+        """Save ``fig`` (see :func:`save_figure`)."""
+        paths = save_figure(fig, name, folder=self.figures, **kwargs)
+        for p in paths:
+            record_output(p)
+        return paths
+
+    def table(self, df, name: str, **kwargs) -> Path:
+        """Write ``df`` as ``paper/tables/<name>.tex`` (see :func:`table_tex`)."""
+        path = write_table(df, name, folder=self.tables, notebook=self.notebook, **kwargs)
+        record_output(path)
+        return path
+
+    def numbers(self, values: Mapping[str, Any], *, digits: int = 3, fixed: bool = False,
+                percent: bool = False) -> dict[str, str]:
+        """Add ``values`` (same formatting for all of them) and rewrite the fragment.
+
+        Returns the formatted text of the values just added.
+        """
+        if not isinstance(values, Mapping) or not values:
+            raise InputError("values must be a non-empty mapping of macro name -> number")
+        for k, v in values.items():
+            self._numbers[k] = v
+            self._opts[k] = {"digits": digits, "fixed": fixed, "percent": percent}
+        done = write_numbers(
+            self._numbers, self.notebook, folder=self.numbers_dir,
+            digits={k: o["digits"] for k, o in self._opts.items()},
+            fixed=[k for k, o in self._opts.items() if o["fixed"]],
+            percent=[k for k, o in self._opts.items() if o["percent"]],
+        )
+        record_output(self.numbers_dir / f"{self.notebook}.tex")
+        return {k: done[k] for k in values}
+
+
+#: matplotlib settings of every paper figure (small, column-width, embeddable fonts)
+PAPER_RC = {
+    "figure.figsize": (4.8, 3.2),
+    "figure.dpi": 100,
+    "savefig.dpi": 150,
+    "font.size": 9,
+    "axes.titlesize": 9,
+    "axes.labelsize": 9,
+    "legend.fontsize": 8,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "pdf.fonttype": 42,
+    "svg.hashsalt": "perfmodel",
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+
+
+def notebook_setup(out: str | os.PathLike, notebook: str, *, style: bool = True) -> PaperOutputs:
+    """Prepare a paper notebook and return its :class:`PaperOutputs`.
+
+    * ``out`` is the repository root as the notebook sees it (``'..'`` from
+      ``notebooks/``); it must contain ``pyproject.toml``, so a wrong
+      working directory fails here with a clear message rather than writing
+      figures somewhere else;
+    * ``PERFMODEL_DATA_MIRROR`` defaults (an explicit setting wins) to
+      ``<root>/../shared/data/external`` when that folder exists, the same
+      rule as ``tests/conftest.py``, so notebooks run under papermill and
+      nbval alike read the local mirror of the public datasets;
+    * ``style`` applies :data:`PAPER_RC` to matplotlib;
+    * figures, tables and numbers go under ``PERFMODEL_PAPER_OUTPUT`` (the
+      pipeline sets it to the repository root; ``make test`` to
+      ``build/nbval-outputs``); when it is unset -- a notebook opened in
+      JupyterLab or run by hand -- they go to ``<out>/build/scratch``, so an
+      interactive run never replaces the paper's committed outputs (inputs
+      are still read from ``out``).  The pipeline also sets
+      ``PERFMODEL_OUTPUT_MANIFEST`` (see :mod:`perfmodel.report.pipeline`).
+    """
+    root = Path(out)
+    if not (root / "pyproject.toml").is_file():
+        raise InputError(f"out={str(out)!r} is not the repository root (no pyproject.toml there; "
+                         f"working directory {os.getcwd()})")
+    mirror = root.resolve().parent / "shared" / "data" / "external"
+    if mirror.is_dir():
+        os.environ.setdefault("PERFMODEL_DATA_MIRROR", str(mirror))
+    if style:
+        import matplotlib
+
+        matplotlib.rcParams.update(PAPER_RC)
+    dest = os.environ.get("PERFMODEL_PAPER_OUTPUT")
+    if not dest:
+        dest = root / "build" / "scratch"
+        print(f"paper outputs of this run go to {dest} (the paper's own outputs are written "
+              "only by `make reproduce`)")
+    Path(dest).mkdir(parents=True, exist_ok=True)
+    return PaperOutputs(dest, notebook)

@@ -1,0 +1,465 @@
+"""Prediction intervals of step times that hold on held-out steps: Mondrian CV-conformal.
+
+Problem
+-------
+The model-based interval of :class:`perfmodel.stats.predictive.PredictiveDistribution`
+assumes one residual distribution (t with the fit's ``s^2``) for every
+step, fitted and judged on the same steps.  On real traces the residual
+spread differs between decode, mixed and prefill steps and between short
+and long steps, and out-of-sample residuals are wider than in-sample ones,
+so "met with probability 0.95" fails where it matters (measured coverage:
+README.md, Prediction intervals).
+
+Method
+------
+1. *Held-out scores.*  :func:`cv_residuals` refits the fit's model (same
+   loss, scale, outlier window; started at the fit's values) on the
+   training side of each split of :func:`perfmodel.stats.validation.make_folds`
+   and records the fit-scale residual :meth:`perfmodel.core.scale.FitScale.residual`
+   (``log(y / mu)`` by default) of every held-out step.
+2. *Regimes by rule* (:func:`interval_regimes`): the phase of
+   :func:`perfmodel.stats.validation.regime` (decode-only / mixed /
+   prefill-heavy) times the length: ``short`` / ``medium`` / ``long`` by the
+   fit's predicted time against the tertiles of the predicted times of the
+   fitted steps (stored as ``length_thresholds_ms``).  No rule depends on a
+   dataset.
+3. *Finite-sample conformal quantiles per pool* (:func:`conformal_bounds`):
+   for ``n`` scores and level ``1 - a``, the upper bound is the
+   ``ceil((n + 1)(1 - a/2))``-th smallest score and the lower bound the
+   ``floor((n + 1) a/2)``-th (none when that rank is outside ``1..n``);
+   each side then has miss probability at most ``a/2`` for an exchangeable
+   new score (split conformal; Vovk et al., *Algorithmic Learning in a
+   Random World*, 2005; Lei et al., JASA 2018).
+4. *Mondrian fallback*: a step uses the finest pool of
+   :func:`perfmodel.core.interval_calibration.pool_chain` (its cell, its
+   phase, every step) that holds at least ``min_count`` (50) scores and has
+   both bounds at that level.  Only where even the pool of every step has
+   too few scores for the level (fewer than ``(1 + level) / (1 - level)``)
+   does :func:`normal_tail_bounds` give the bound (flagged ``normal_tail``).
+5. *The interval* of a new step is ``scale.inverse(mu, [lower, upper])``
+   about the full fit's ``mu``.
+
+Each pool also records the intraclass correlation of its scores within the
+fold engine's groups (configuration, identical schedule, time block) and the
+effective count ``n_eff``
+(:func:`perfmodel.stats.uncertainty.intraclass_correlation`).  They are
+diagnostics: where ``n_eff`` is small (Splitwise: about 30 configurations
+per group, ICC 0.7-0.98) held-out coverage per regime is only as good as a
+quantile of ~30 configuration effects allows (README.md, Prediction
+intervals).  Using ``n_eff`` in the conformal rank
+(``conformal_bounds(..., n_eff=)``) was measured too and over-covered.
+
+The scores come from refits on the training folds, while ``mu`` is the full
+fit's (the "cross-validation residual" form of CV+ / cross-conformal
+prediction, Barber et al., Ann. Statist. 2021): its coverage guarantee is
+approximate, not exact; the held-out study (``scripts/interval_study.py``)
+measures it.  The calibration is stored in FIT.json under
+``interval_calibration`` (:mod:`perfmodel.core.interval_calibration`).
+
+Verification
+------------
+``tests/stats/test_intervals.py``: :func:`conformal_bounds` against the
+order statistics by hand and its coverage on exchangeable draws (the
+guarantee, within binomial tolerance); calibrated intervals cover fresh
+steps of a synthetic trace with known heteroscedastic noise at their level
+per regime; the model-based interval is kept when no calibration exists.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from perfmodel.core.interval_calibration import (
+    ALL,
+    KEY,
+    LENGTHS,
+    METHOD,
+    VERSION,
+    check_interval_calibration,
+    pool_chain,
+)
+from perfmodel.core.scale import get_scale, scale_of
+from perfmodel.errors import InputError
+from perfmodel.stats.validation import (
+    DEFAULT_BLOCK,
+    fold_groups,
+    is_time_ordered,
+    make_folds,
+    regime,
+)
+
+__all__ = ["LEVELS", "MIN_COUNT", "Interval", "calibrate_intervals", "conformal_bounds",
+           "conformal_interval", "cv_residuals", "interval_regimes", "model_interval",
+           "prediction_interval"]
+
+#: levels stored by a calibration: 0.50, 0.51, ..., 0.99
+LEVELS = tuple(round(0.5 + 0.01 * i, 2) for i in range(50))
+#: fewest held-out scores a pool needs
+MIN_COUNT = 50
+#: prefill_ratio of the phase rule
+PREFILL_RATIO = 32.0
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Pointwise prediction interval (ms) at one level, with how it was made.
+
+    ``pools``: for the conformal method, how many steps used each pool.
+    """
+
+    level: float
+    method: str
+    lower: np.ndarray
+    upper: np.ndarray
+    description: str
+    pools: dict
+
+
+def _level(level) -> float:
+    if isinstance(level, bool):
+        raise InputError(f"level must be a number in (0, 1), got {level!r}")
+    try:
+        x = float(level)
+    except (TypeError, ValueError):
+        raise InputError(f"level must be a number in (0, 1), got {level!r}") from None
+    if not 0.0 < x < 1.0:
+        raise InputError(f"level must be a number in (0, 1), got {level!r}")
+    return x
+
+
+def conformal_bounds(scores, level, n_eff: float | None = None) -> tuple[float, float]:
+    """Finite-sample split-conformal lower and upper score bounds at ``level``.
+
+    Parameters
+    ----------
+    scores : array_like of finite calibration scores (any order)
+    level : central coverage in (0, 1)
+    n_eff : effective number of independent scores (default: their count);
+        with clustered scores, ``n / design effect``
+        (:func:`perfmodel.stats.uncertainty.intraclass_correlation`)
+
+    Returns
+    -------
+    (lower, upper): with ``p = (n_eff + 1)(1 - a/2) / n_eff``, ``a = 1 - level``,
+    the upper bound is the smallest score whose empirical cdf reaches ``p``
+    and the lower bound its mirror image (the largest score with at least
+    ``p`` of the scores at or above it).  For ``n_eff = n`` these are the
+    ``ceil((n+1)(1-a/2))``-th and ``floor((n+1) a/2)``-th smallest scores.
+    ``-inf`` / ``+inf`` where ``p > 1`` (too few scores for that level).
+    """
+    level = _level(level)
+    s = np.sort(np.asarray(scores, dtype=float).ravel())
+    if s.size == 0 or not np.all(np.isfinite(s)):
+        raise InputError("scores must be a non-empty array of finite numbers")
+    n = s.size
+    ne = float(n) if n_eff is None else float(n_eff)
+    if not 0 < ne <= n:
+        raise InputError(f"n_eff must be in (0, {n}], got {n_eff!r}")
+    p = (ne + 1.0) * (1.0 - (1.0 - level) / 2.0) / ne
+    if p > 1.0 + _EPS:
+        return -math.inf, math.inf
+    k = min(max(math.ceil(n * p - _EPS), 1), n)  # smallest k with k/n >= p
+    return float(s[n - k]), float(s[k - 1])
+
+
+def interval_regimes(df: pd.DataFrame, mu, thresholds_ms,
+                     prefill_ratio: float = PREFILL_RATIO) -> tuple[np.ndarray, np.ndarray]:
+    """Phase and length label of each step (module docstring, "Regimes by rule").
+
+    Parameters
+    ----------
+    df : step trace (``batch_size``, ``total_tokens``; optional ``num_decode``,
+        ``chunk_sizes``)
+    mu : predicted step times (ms), one per row
+    thresholds_ms : two ascending times (ms): steps predicted below the first
+        are ``short``, at or above the second ``long``, else ``medium``
+    prefill_ratio : passed to :func:`perfmodel.stats.validation.regime`
+
+    Returns
+    -------
+    (phase, length): object arrays
+    """
+    mu = np.asarray(mu, dtype=float)
+    if mu.shape != (len(df),):
+        raise InputError(f"mu must hold one prediction per row ({len(df)}), got {mu.shape}")
+    phase = regime(df, prefill_ratio=prefill_ratio).astype(str).to_numpy(dtype=object)
+    t1, t2 = (float(v) for v in thresholds_ms)
+    length = np.where(mu < t1, "short", np.where(mu >= t2, "long", "medium")).astype(object)
+    return phase, length
+
+
+def _kept(fit, df: pd.DataFrame) -> pd.DataFrame:
+    if "duration_ms" not in df.columns:
+        raise InputError("calibrating intervals needs the fitted trace with duration_ms")
+    win = fit.options.get("outlier_window")
+    if win:
+        y = pd.to_numeric(df["duration_ms"], errors="coerce").to_numpy(float)
+        df = df[(y >= win[0]) & (y <= win[1])]
+    return df.reset_index(drop=True)
+
+
+def cv_residuals(fit, df: pd.DataFrame, *, scheme: str = "auto", k: int = 5, seed: int = 0,
+                 time_ordered: bool | None = None, block: int = DEFAULT_BLOCK,
+                 n_starts: int = 4) -> tuple[np.ndarray, dict]:
+    """Fit-scale residuals of held-out steps: refit on each training fold, score its test fold.
+
+    Parameters
+    ----------
+    fit : FitResult of ``df`` (model, loss, scale and outlier window are reused)
+    df : the fitted step trace (rows outside the fit's outlier window are dropped)
+    scheme : ``'grouped'``, ``'blocked'`` or ``'auto'`` (blocked for a
+        time-ordered trace, :func:`perfmodel.stats.validation.is_time_ordered`
+        or ``time_ordered=True``, and grouped where its groups are too large
+        for ``k`` contiguous folds, said in ``folds['note']``; grouped otherwise)
+    k, seed, time_ordered, block : passed to
+        :func:`perfmodel.stats.validation.make_folds`
+    n_starts : multi-start count of each refit (the first start is the fit's values)
+
+    Returns
+    -------
+    (residuals, folds): residuals per kept row of ``df`` (NaN where a row is
+    in no test fold), and a JSON-safe description of the folds.
+    """
+    from perfmodel.core.fit import fit_model
+
+    if scheme not in ("auto", "grouped", "blocked"):
+        raise InputError(f"scheme must be 'auto', 'grouped' or 'blocked', got {scheme!r}")
+    d = _kept(fit, df)
+    note, splits = "", None
+    if scheme == "auto":
+        timed = is_time_ordered(d) if time_ordered is None else bool(time_ordered)
+        scheme = "blocked" if timed else "grouped"
+        try:
+            splits = make_folds(d, scheme, k=k, seed=seed, time_ordered=time_ordered, block=block)
+        except InputError as e:  # a few groups too large for contiguous folds
+            if scheme != "blocked":
+                raise
+            scheme, note = "grouped", f"blocked folds impossible ({e}); grouped folds used"
+    if splits is None:
+        splits = make_folds(d, scheme, k=k, seed=seed, time_ordered=time_ordered, block=block)
+    scale = scale_of(fit)
+    y = d["duration_ms"].to_numpy(float)
+    out = np.full(len(d), np.nan)
+    o = fit.options
+    for tr, te in splits:
+        f = fit_model(d.iloc[tr], fit.model_name, loss=o.get("loss", "linear"),
+                      relative=o.get("relative", "log"), scale=bool(o.get("scale", True)),
+                      n_starts=n_starts, seed=seed)
+        out[te] = scale.residual(y[te], f.predict(d.iloc[te]))
+    folds = {"scheme": scheme, "k": int(k), "seed": int(seed), "block": int(block),
+             "time_ordered": time_ordered, "n_steps": int(np.isfinite(out).sum()),
+             "refit_starts": int(n_starts), **({"note": note} if note else {})}
+    return out, folds
+
+
+def _pool(scores: np.ndarray, groups: np.ndarray, levels) -> dict:
+    """Conformal bounds per level of one pool, its rank from the clusters' ``n_eff``."""
+    from perfmodel.stats.uncertainty.clustering import intraclass_correlation
+
+    if scores.size < 2:
+        return {"n": int(scores.size), "lower": [None] * len(levels),
+                "upper": [None] * len(levels)}
+    cs = intraclass_correlation(scores, groups)
+    lower, upper, tail = [], [], []
+    for lv in levels:
+        lo, hi = conformal_bounds(scores, lv)
+        tail.append(not math.isfinite(hi))
+        if tail[-1]:
+            lo, hi = normal_tail_bounds(scores, lv, cs.n_eff)
+        lower.append(float(f"{lo:.6g}"))
+        upper.append(float(f"{hi:.6g}"))
+    return {"n": int(scores.size), "n_groups": cs.n_groups, "icc": round(cs.icc, 4),
+            "n_eff": round(cs.n_eff, 1), "lower": lower, "upper": upper, "normal_tail": tail}
+
+
+def normal_tail_bounds(scores, level, n_eff: float) -> tuple[float, float]:
+    """Normal prediction limits of a new score, for levels too high for a conformal rank.
+
+    ``mean -+ t_{nu, (1 + level)/2} sd sqrt(1 + 1/n_eff)``, ``nu = max(n_eff - 1, 1)``
+    (the classical prediction interval of one new draw from ``n_eff``
+    independent normal ones), widened to the extreme scores.  Used only where
+    :func:`conformal_bounds` has no finite bound (``n_eff`` below
+    ``(1 + level) / (1 - level)``); FIT.json marks those levels
+    (``normal_tail``).
+
+    Parameters
+    ----------
+    scores : array_like, >= 2 finite values
+    level : central coverage in (0, 1)
+    n_eff : effective number of independent scores (> 0)
+
+    Returns
+    -------
+    (lower, upper)
+    """
+    from scipy import stats
+
+    level = _level(level)
+    s = np.asarray(scores, dtype=float).ravel()
+    if s.size < 2 or not np.all(np.isfinite(s)) or not n_eff > 0:
+        raise InputError("normal_tail_bounds needs >= 2 finite scores and n_eff > 0")
+    half = (float(stats.t.ppf((1.0 + level) / 2.0, max(n_eff - 1.0, 1.0)))
+            * float(np.std(s, ddof=1)) * math.sqrt(1.0 + 1.0 / n_eff))
+    m = float(np.mean(s))
+    return min(m - half, float(s.min())), max(m + half, float(s.max()))
+
+
+def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int = MIN_COUNT,
+                        scheme: str = "auto", k: int = 5, seed: int = 0,
+                        time_ordered: bool | None = None, block: int = DEFAULT_BLOCK,
+                        n_starts: int = 4, prefill_ratio: float = PREFILL_RATIO) -> dict:
+    """The Mondrian CV-conformal calibration of ``fit`` on its trace ``df`` (module docstring).
+
+    Parameters
+    ----------
+    fit : FitResult fitted to ``df``
+    df : the step trace (with ``duration_ms``)
+    levels : increasing levels in (0, 1) to store
+    min_count : fewest scores a pool needs (>= 1)
+    scheme, k, seed, time_ordered, block, n_starts : see :func:`cv_residuals`
+    prefill_ratio : phase rule (:func:`perfmodel.stats.validation.regime`)
+
+    Returns
+    -------
+    dict in the form :func:`perfmodel.core.interval_calibration.check_interval_calibration`
+    accepts (store it as ``fit.interval_calibration``).
+    """
+    levels = [_level(v) for v in levels]
+    if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
+        raise InputError(f"min_count must be an integer >= 1, got {min_count!r}")
+    resid, folds = cv_residuals(fit, df, scheme=scheme, k=k, seed=seed,
+                                time_ordered=time_ordered, block=block, n_starts=n_starts)
+    d = _kept(fit, df)
+    mu = fit.predict(d)
+    thresholds = [float(f"{v:.6g}") for v in np.quantile(mu, [1 / 3, 2 / 3])]
+    phase, length = interval_regimes(d, mu, thresholds, prefill_ratio)
+    groups = fold_groups(d, time_ordered=time_ordered, block=block)
+    ok = np.isfinite(resid)
+    pools = {ALL: _pool(resid[ok], groups[ok], levels)}
+    for p in sorted(set(phase[ok])):
+        sel = ok & (phase == p)
+        pools[f"{p}|*"] = _pool(resid[sel], groups[sel], levels)
+        for ln in LENGTHS:
+            cell = sel & (length == ln)
+            if cell.any():
+                pools[f"{p}|{ln}"] = _pool(resid[cell], groups[cell], levels)
+    cal = {"version": VERSION, "method": METHOD, "scale": scale_of(fit).name,
+           "levels": levels, "min_count": min_count,
+           "regime_rule": {"phase": {"prefill_ratio": float(prefill_ratio)},
+                           "length_thresholds_ms": thresholds},
+           "pools": pools, "folds": folds}
+    return check_interval_calibration(cal)
+
+
+def _bounds_for(cal: dict, phase, length, li: int) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Score bounds per step at level index ``li``, the finest eligible pool of each."""
+    n = len(phase)
+    lo, hi = np.full(n, -np.inf), np.full(n, np.inf)
+    used: dict[str, int] = {}
+    pools, mc = cal["pools"], cal["min_count"]
+    for key in sorted(set(zip(phase, length))):
+        rows = (phase == key[0]) & (length == key[1])
+        for name in pool_chain(*key):
+            p = pools.get(name)
+            if p is None or p["lower"][li] is None or p["upper"][li] is None:
+                continue
+            if p["n"] >= mc or name == ALL:
+                lo[rows], hi[rows] = p["lower"][li], p["upper"][li]
+                used[name] = used.get(name, 0) + int(rows.sum())
+                break
+        else:
+            used["none (unbounded)"] = used.get("none (unbounded)", 0) + int(rows.sum())
+    return lo, hi, used
+
+
+def _inverse(scale, mu, e, side: str) -> np.ndarray:
+    out = np.empty_like(mu)
+    fin = np.isfinite(e)
+    out[fin] = scale.inverse(mu[fin], e[fin])
+    out[~fin] = (0.0 if scale.positive else -np.inf) if side == "lower" else np.inf
+    return out
+
+
+def conformal_interval(fit, df: pd.DataFrame, level, calibration: dict | None = None) -> Interval:
+    """Mondrian CV-conformal interval of new steps ``df`` at a stored ``level``.
+
+    Parameters
+    ----------
+    fit : FitResult carrying ``interval_calibration`` (or pass ``calibration``)
+    df : step trace to predict (``batch_size``, ``total_tokens``, the model's features)
+    level : one of the calibration's levels
+    calibration : overrides ``fit.interval_calibration``
+
+    Returns
+    -------
+    Interval (method ``'conformal'``)
+    """
+    level = _level(level)
+    cal = calibration if calibration is not None else getattr(fit, "interval_calibration", None)
+    if cal is None:
+        raise InputError(f"the fit has no {KEY}: refit with perfmodel fit --intervals conformal")
+    cal = check_interval_calibration(cal)
+    match = [i for i, v in enumerate(cal["levels"]) if abs(v - level) < 1e-9]
+    if not match:
+        raise InputError(f"level {level} is not calibrated; the fit stores levels "
+                         f"{cal['levels'][0]}..{cal['levels'][-1]} "
+                         f"({len(cal['levels'])} levels, e.g. 0.8, 0.9, 0.95)")
+    scale = get_scale(cal["scale"])
+    mu = np.asarray(fit.predict(df), dtype=float)
+    rule = cal["regime_rule"]
+    phase, length = interval_regimes(df, mu, rule["length_thresholds_ms"],
+                                     rule["phase"]["prefill_ratio"])
+    lo, hi, used = _bounds_for(cal, phase, length, match[0])
+    text = (f"{METHOD}: per-regime finite-sample quantiles of {cal['folds'].get('k')}-fold "
+            f"{cal['folds'].get('scheme')} held-out {cal['scale']}-scale residuals "
+            f"(pools used: {used})")
+    return Interval(level, "conformal", _inverse(scale, mu, lo, "lower"),
+                    _inverse(scale, mu, hi, "upper"), text, used)
+
+
+def model_interval(fit, df: pd.DataFrame, level) -> Interval:
+    """The model-based (delta-method) prediction band of :class:`PredictiveDistribution`.
+
+    Parameters
+    ----------
+    fit : FitResult
+    df : step trace to predict
+    level : central coverage in (0, 1)
+
+    Returns
+    -------
+    Interval (method ``'model'``)
+    """
+    from perfmodel.stats.predictive import PredictiveDistribution
+
+    level = _level(level)
+    b = PredictiveDistribution(fit).band(df, level)
+    text = ("model-based delta-method band (t residuals with the fit's in-sample variance; "
+            "not calibrated on held-out steps)")
+    return Interval(level, "model", np.asarray(b.lower), np.asarray(b.upper), text, {})
+
+
+def prediction_interval(fit, df: pd.DataFrame, level, method: str = "auto") -> Interval:
+    """Prediction interval of new steps: conformal when the fit is calibrated, else model-based.
+
+    Parameters
+    ----------
+    fit : FitResult
+    df : step trace to predict
+    level : central coverage in (0, 1)
+    method : ``'auto'`` (conformal if ``fit.interval_calibration``, else
+        model), ``'conformal'`` (error without a calibration) or ``'model'``
+
+    Returns
+    -------
+    Interval
+    """
+    if method not in ("auto", "conformal", "model"):
+        raise InputError(f"method must be 'auto', 'conformal' or 'model', got {method!r}")
+    if method == "model" or (method == "auto" and not getattr(fit, "interval_calibration", None)):
+        return model_interval(fit, df, level)
+    return conformal_interval(fit, df, level)

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Held-out coverage of prediction intervals on every real dataset, per regime.
+
+For each dataset of ``scripts/evaluate_all.py`` (the GPU trace, the vLLM-CPU
+mixed replicates per model size, the Splitwise (model, GPU, TP) groups
+pooled into one dataset; Sarathi and Vidur are not measured step times of
+one engine run and are left out) and each outer split of the fold engine
+(:func:`perfmodel.stats.validation.make_folds`: 5 contiguous blocked folds
+with 25-step time blocks for the vLLM-CPU engine traces, 5 grouped folds
+otherwise), this script
+
+1. fits the recommended model (:func:`perfmodel.core.model.default_for`) to
+   the training side only;
+2. calibrates Mondrian CV-conformal intervals on the training side only
+   (:func:`perfmodel.stats.intervals.calibrate_intervals`, inner folds of the
+   same scheme);
+3. records, for every held-out step, whether the model-based
+   (:func:`perfmodel.stats.intervals.model_interval`) and the conformal
+   interval at 0.8, 0.9 and 0.95 contain its measured time.
+
+It prints (and with ``--out`` writes) the coverage per dataset x regime x
+level with the count of held-out steps ``n`` and the binomial standard
+error of the conformal coverage.  Regimes: ``all``; the phases of
+:func:`perfmodel.stats.validation.regime`; ``short`` / ``medium`` / ``long`` by the
+calibration's rule (predicted time in the bottom, middle or top third of the
+training steps' predicted times); ``pred>=10ms`` (predicted time >= 10 ms).
+
+Usage::
+
+    nice python scripts/interval_study.py [--only gpu vllm-cpu splitwise] [--out FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+LEVELS = (0.8, 0.9, 0.95)
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def study_parts(only):
+    """(dataset, [(part label, loader)], scheme, time_ordered)."""
+    from evaluate_all import datasets
+
+    parts: dict[str, list] = {}
+    for label, load in datasets():
+        if label in ("sarathi", "vidur"):
+            continue
+        name = "splitwise" if label.startswith("splitwise") else label
+        if only and not any(name.startswith(o) for o in only):
+            continue
+        parts.setdefault(name, []).append((label, load))
+    for name, loads in parts.items():
+        cpu = name.startswith("vllm-cpu")
+        yield name, loads, ("blocked" if cpu else "grouped"), (True if cpu else None)
+
+
+def one_part(df: pd.DataFrame, scheme: str, time_ordered, starts: int) -> pd.DataFrame:
+    """Per held-out step: regimes and coverage indicators (model, conformal) per level."""
+    from perfmodel.core.fit import fit_model
+    from perfmodel.core.model import default_for
+    from perfmodel.stats.intervals import (
+        calibrate_intervals,
+        conformal_interval,
+        interval_regimes,
+        model_interval,
+    )
+    from perfmodel.stats.validation import make_folds
+
+    model = default_for(df)
+    rows = []
+    for i, (tr, te) in enumerate(make_folds(df, scheme, k=5, seed=0, time_ordered=time_ordered)):
+        train = df.iloc[tr].reset_index(drop=True)
+        test = df.iloc[te].reset_index(drop=True)
+        fit = fit_model(train, model, n_starts=starts)
+        cal = calibrate_intervals(fit, train, scheme=scheme, k=5, seed=0,
+                                  time_ordered=time_ordered)
+        mu = fit.predict(test)
+        phase, length = interval_regimes(test, mu, cal["regime_rule"]["length_thresholds_ms"])
+        y = test["duration_ms"].to_numpy(float)
+        out = pd.DataFrame({"fold": i, "phase": phase, "length": length, "long10": mu >= 10.0})
+        for lv in LEVELS:
+            m = model_interval(fit, test, lv)
+            c = conformal_interval(fit, test, lv, calibration=cal)
+            out[f"model_{lv}"] = (y >= m.lower) & (y <= m.upper)
+            out[f"conformal_{lv}"] = (y >= c.lower) & (y <= c.upper)
+        rows.append(out)
+    return pd.concat(rows, ignore_index=True)
+
+
+def summarise(name: str, steps: pd.DataFrame) -> pd.DataFrame:
+    masks = {"all": np.ones(len(steps), bool)}
+    for p in ("decode-only", "mixed", "prefill-heavy"):
+        masks[p] = (steps["phase"] == p).to_numpy()
+    for ln in ("short", "medium", "long"):
+        masks[ln] = (steps["length"] == ln).to_numpy()
+    masks["pred>=10ms"] = steps["long10"].to_numpy()
+    rows = []
+    for reg, m in masks.items():
+        n = int(m.sum())
+        if n == 0:
+            continue
+        for lv in LEVELS:
+            cm = float(steps.loc[m, f"model_{lv}"].mean())
+            cc = float(steps.loc[m, f"conformal_{lv}"].mean())
+            rows.append({"dataset": name, "regime": reg, "level": lv, "n": n,
+                         "model": round(cm, 3), "conformal": round(cc, 3),
+                         "se": round(float(np.sqrt(lv * (1 - lv) / n)), 3),
+                         "within_3pt": abs(cc - lv) <= 0.03})
+    return pd.DataFrame(rows)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--starts", type=int, default=4)
+    ap.add_argument("--out", default=None, help="CSV of the table (written atomically)")
+    args = ap.parse_args(argv)
+    tables = []
+    for name, loads, scheme, timed in study_parts(args.only):
+        steps = []
+        for label, load in loads:
+            log(f"{name}: {label} ({scheme} folds)")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                steps.append(one_part(load(), scheme, timed, args.starts))
+        tables.append(summarise(name, pd.concat(steps, ignore_index=True)))
+    table = pd.concat(tables, ignore_index=True)
+    with pd.option_context("display.max_rows", None, "display.width", 200):
+        print(table.to_string(index=False))
+    if args.out:
+        from perfmodel._io import atomic_write_text
+
+        atomic_write_text(args.out, table.to_csv(index=False), force=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

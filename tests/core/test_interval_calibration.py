@@ -1,0 +1,59 @@
+"""Tests of perfmodel.core.interval_calibration: the stored form and its validator."""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from perfmodel.core.interval_calibration import KEY, check_interval_calibration
+from perfmodel.errors import InputError
+
+GOOD = {
+    "version": 1, "method": "mondrian-cv-conformal", "scale": "log", "levels": [0.8, 0.9],
+    "regime_rule": {"phase": {"prefill_ratio": 32.0}, "length_thresholds_ms": [5.0, 12.5]},
+    "min_count": 50,
+    "pools": {"*|*": {"n": 300, "lower": [-0.1, -0.2], "upper": [0.1, 0.2]},
+              "mixed|long": {"n": 80, "lower": [-0.1, None], "upper": [0.1, None]}},
+    "folds": {"scheme": "grouped", "k": 5},
+}
+
+
+def test_a_good_calibration_passes_and_survives_json():
+    assert check_interval_calibration(json.loads(json.dumps(GOOD))) == GOOD
+
+
+def _broken(path, value):
+    d = copy.deepcopy(GOOD)
+    *head, last = path
+    t = d
+    for k in head:
+        t = t[k]
+    if value is KeyError:
+        del t[last]
+    else:
+        t[last] = value
+    return d
+
+
+@pytest.mark.parametrize("path,value,needle", [
+    (("folds",), KeyError, "missing keys"),
+    (("version",), 2, "version"),
+    (("method",), "split", "method"),
+    (("levels",), [0.9, 0.8], "increasing"),
+    (("levels",), [0.8, 1.0], "increasing"),
+    (("pools", "*|*", "upper"), [0.1], "one value per level"),
+    (("pools", "*|*", "lower"), [0.5, -0.2], "lower quantile above"),
+    (("pools", "odd|long"), {"n": 1, "lower": [0, 0], "upper": [0, 0]}, "unknown pool"),
+    (("pools", "*|*", "n"), -1, "n must be"),
+    (("regime_rule", "phase"), {"prefill_ratio": 1}, "prefill_ratio"),
+    (("min_count",), 0, "min_count"),
+])
+def test_damage_is_named(path, value, needle):
+    with pytest.raises(InputError, match=needle):
+        check_interval_calibration(_broken(path, value))
+
+
+def test_not_an_object():
+    with pytest.raises(InputError, match=KEY):
+        check_interval_calibration([1, 2])

@@ -1,0 +1,176 @@
+"""Request-level capacity: hand-computed answers, the search, the interval, bad input."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfmodel.core.fit import fit_model
+from perfmodel.core.model import get_model
+from perfmodel.decisions.capacity import (
+    StepModelDraw,
+    capacity,
+    evaluate_load,
+    parameter_draws,
+)
+from perfmodel.decisions.requests_workload import SLO, Workload, workload_from_lengths
+from perfmodel.decisions.simulate import EngineConfig
+from perfmodel.errors import InputError
+
+
+class Const:
+    """Every step takes 10 ms, whatever it computes."""
+
+    def predict(self, f):
+        return np.full(len(f["B"]), 10.0)
+
+
+def _fixed(n, P, O):
+    return Workload(np.full(n, P), np.full(n, O))
+
+
+@pytest.mark.parametrize("ttft_limit, expected", [(10.5, 1), (49.9, 2), (50.5, 3), (110.5, 6)])
+def test_closed_loop_capacity_by_hand(ttft_limit, expected):
+    """max_num_seqs = 1 serialises requests of 1 prefill + 1 decode step (20 ms): the k-th
+    waiting client sees TTFT = 20 (k - 1) + 10 ms, so C* = floor((L - 10) / 20) + 1."""
+    w = _fixed(24, 10, 2)
+    slo = SLO(ttft_ms=ttft_limit, attainment=1.0)
+    d = capacity(Const(), w, slo, mode="concurrency", engine=EngineConfig(max_num_seqs=1),
+                 replications=0, noise=False)
+    assert d["max_concurrency"] == expected == int((ttft_limit - 10) // 20 + 1)
+    assert d["feasible"] and not d["capped"]
+    assert d["interval"] is None
+
+
+def test_tpot_limit_above_and_below_the_step_time():
+    """Every decode step is 10 ms: TPOT is 10 ms at any load."""
+    w = _fixed(40, 16, 8)
+    kw = {"engine": EngineConfig(max_num_seqs=64), "replications": 0, "noise": False}
+    d = capacity(Const(), w, SLO(tpot_ms=10.5, attainment=1.0), max_load=500.0, **kw)
+    assert d["capped"] and d["max_rate"] == 500.0
+    d = capacity(Const(), w, SLO(tpot_ms=9.5), **kw)
+    assert not d["feasible"] and d["max_rate"] == 0.0
+    d = capacity(Const(), w, SLO(tpot_ms=9.5), mode="concurrency", **kw)
+    assert d["max_concurrency"] == 0
+
+
+class Growing:
+    """Step time grows with the tokens of the step: 5 ms + 0.05 ms per token."""
+
+    def predict(self, f):
+        return 5.0 + 0.05 * np.asarray(f["S"], float)
+
+
+def test_rate_answer_meets_the_target_and_a_bit_more_does_not():
+    w = workload_from_lengths("uniform:32,128", "uniform:8,32", 120, seed=3)
+    slo = SLO(ttft_ms=200.0, tpot_ms=15.0, attainment=0.95)
+    eng = EngineConfig(max_num_seqs=16, max_num_batched_tokens=256)
+    d = capacity(Growing(), w, slo, engine=eng, replications=0, noise=False, rel_tol=0.01,
+                 seed=5)
+    x = d["max_rate"]
+    assert 0 < x < 1e4
+    ok = evaluate_load(Growing(), w, slo, x, engine=eng, arrival_seed=5)
+    assert ok["attainment"] >= 0.95
+    above = [evaluate_load(Growing(), w, slo, x * f, engine=eng, arrival_seed=5)["attainment"]
+             for f in (1.011, 1.2, 1.5)]
+    assert above[0] < 0.95  # the bisection bracket is within rel_tol
+    assert max(above[1:]) < 0.95
+    # the curve is scored like evaluate_load and goodput <= throughput
+    for c in d["attainment_curve"]:
+        assert c["goodput_req_s"] <= c["request_throughput_req_s"] + 1e-12
+        assert 0.0 <= c["attainment"] <= 1.0
+    assert {"model", "workload", "engine", "arrivals"} <= set(d["assumptions"])
+
+
+def _fit(seed=0, n=400, sigma=0.05):
+    rng = np.random.default_rng(seed)
+    B = rng.integers(1, 48, n)
+    S = B + rng.integers(0, 800, n)
+    theta = np.array([2.0, 1.0, 0.02, 1.0, 0.5, 0.1, 0.02])
+    T = get_model("seed_id").predict(theta, {"B": B, "S": S}) * np.exp(rng.normal(0, sigma, n))
+    return fit_model(pd.DataFrame({"batch_size": B, "total_tokens": S, "duration_ms": T}),
+                     "seed_id", n_starts=2)
+
+
+@pytest.fixture(scope="module")
+def fit():
+    return _fit()
+
+
+def test_interval_brackets_the_spread_of_the_replications(fit):
+    w = workload_from_lengths("uniform:32,96", "uniform:8,24", 60, seed=1)
+    slo = SLO.parse("ttft_p95=300,tpot_p95=40")
+    d = capacity(fit, w, slo, engine=EngineConfig(max_num_seqs=16, max_num_batched_tokens=256),
+                 replications=6, level=0.9, rel_tol=0.05)
+    iv = d["interval"]
+    vals = np.array(iv["values"])
+    assert len(vals) == 6 and np.all(vals > 0)
+    assert iv["lower"] == pytest.approx(np.quantile(vals, 0.05))
+    assert iv["upper"] == pytest.approx(np.quantile(vals, 0.95))
+    assert "normal approximation" in iv["sources"]["parameters"]
+    assert "log scale" in iv["sources"]["step_noise"]
+    # a noise-free, exact-parameter search at the same seed is a different but close answer
+    d0 = capacity(fit, w, slo, engine=EngineConfig(max_num_seqs=16, max_num_batched_tokens=256),
+                  replications=0, noise=False, rel_tol=0.05)
+    assert 0.5 < d0["max_rate"] / d["max_rate"] < 2.0
+
+
+def test_parameter_draws_bootstrap_and_normal(fit):
+    boot = np.tile(fit.values, (30, 1)) * (1 + 0.01 * np.arange(30))[:, None]
+    th, src = parameter_draws(fit, 50, seed=0, boot_samples=boot)
+    assert th.shape == (50, len(fit.values)) and "bootstrap" in src
+    assert all(any(np.allclose(t, b) for b in boot) for t in th)
+    th, src = parameter_draws(fit, 400, seed=0)
+    assert np.all(th >= fit.model.lower) and np.all(th <= fit.model.upper)
+    # the draws centre on the estimate (normal approximation) where the bounds do not clip
+    sd = np.sqrt(np.diag(fit.cov))
+    free = (sd > 0) & (fit.values - 4 * sd > fit.model.lower) & (fit.values + 4 * sd < fit.model.upper)
+    assert free.sum() >= 2
+    z = (th.mean(0) - fit.values)[free] / (np.sqrt(np.diag(fit.cov))[free] / 20)
+    assert np.all(np.abs(z) < 5)
+
+
+def test_step_noise_is_lognormal_with_the_fit_sd_and_reproducible(fit):
+    m = StepModelDraw(fit, seed=4)
+    f = {"B": np.full(20000, 8.0), "S": np.full(20000, 256.0)}
+    a = m.predict(f)
+    m.reset()
+    assert np.array_equal(a, m.predict(f))
+    mu = fit.predict(f)
+    sd = np.std(np.log(a / mu))
+    assert sd == pytest.approx(np.sqrt(fit.rss / fit.dof), rel=0.05)
+    assert np.array_equal(StepModelDraw(fit, noise=False).predict(f), mu)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: capacity(Const(), "w", SLO(ttft_ms=1)), "workload must be"),
+    (lambda: capacity(Const(), _fixed(4, 1, 2), "slo"), "slo must be"),
+    (lambda: capacity(Const(), _fixed(4, 1, 2), SLO(ttft_ms=1), mode="x"), "mode"),
+    (lambda: capacity(Const(), _fixed(4, 1, 2), SLO(ttft_ms=1)), "need a FitResult"),
+    (lambda: capacity(Const(), _fixed(4, 1, 2), SLO(ttft_ms=1), replications=0, noise=False,
+                      level=1.5), "level"),
+    (lambda: capacity(Const(), _fixed(4, 1, 2), SLO(ttft_ms=1), replications=0, noise=False,
+                      engine=EngineConfig(step_noise_sd=0.1)), "step_noise_sd"),
+    (lambda: SLO(), "at least one limit"),
+    (lambda: SLO(ttft_ms=-1), "positive"),
+    (lambda: SLO.parse("ttft_p99=5,tpot_p90=3"), "percentiles differ"),
+    (lambda: SLO.parse("ttft_p99=5", attainment=0.9), "contradicts"),
+    (lambda: SLO.parse("latency=5"), "METRIC"),
+    (lambda: SLO.parse("ttft=fast"), "not a number"),
+    (lambda: SLO.parse(""), "empty"),
+    (lambda: Workload(np.array([1, 2]), np.array([1])), "equally long"),
+    (lambda: Workload(np.array([0]), np.array([1])), "integers >= 1"),
+])
+def test_bad_input_is_named(call, match):
+    with pytest.raises(InputError, match=match):
+        call()
+
+
+def test_slo_parse_and_met():
+    s = SLO.parse("ttft_p99=500, tpot_p99=50")
+    assert (s.ttft_ms, s.tpot_ms, s.e2e_ms, s.attainment) == (500, 50, None, 0.99)
+    assert SLO.parse("e2e=2000").attainment == 0.99
+    assert SLO.parse("e2e=2000", attainment=0.9).attainment == 0.9
+    req = pd.DataFrame({"ttft_s": [0.4, 0.6, 0.1], "tpot_ms": [10, 10, np.nan],
+                        "e2e_s": [1, 1, 1]})
+    assert s.met(req).tolist() == [True, False, True]
