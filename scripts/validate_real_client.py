@@ -49,8 +49,14 @@ from perfmodel.decisions.simulate.validation import estimate_step_overhead
 METRICS = ("ttft_ms", "tpot_ms", "latency_ms")
 
 
+#: vLLM 0.32's defaults for `vllm serve` on a CPU with one worker (its
+#: ``EngineArgs.get_batch_defaults``: OPENAI_API_SERVER, world size 1), used when a
+#: run's server command sets no limit
+VLLM_CPU_SERVE_DEFAULTS = {"max_num_seqs": 128, "max_num_batched_tokens": 2048}
+
+
 def run_limits(run_dir: Path) -> dict[str, int]:
-    """The server's scheduler limits of a run: its command's flags, else what vLLM logged."""
+    """The server's scheduler limits of a run: its command's flags, else vLLM's defaults."""
     meta = json.loads((run_dir / "meta.json").read_text())
     cmd = meta.get("server_command") or ""
     cmd = " ".join(cmd) if isinstance(cmd, list) else str(cmd)
@@ -60,10 +66,7 @@ def run_limits(run_dir: Path) -> dict[str, int]:
     for key in ("max_num_seqs", "max_num_batched_tokens"):
         m = re.search(rf"--{key.replace('_', '-')}[ =](\d+)", cmd) or re.search(
             rf"{key}=(\d+)", log)
-        if m is None:
-            raise SystemExit(f"{run_dir.name}: {key} neither in the server command nor in "
-                             "server.log")
-        out[key] = int(m.group(1))
+        out[key] = int(m.group(1)) if m else VLLM_CPU_SERVE_DEFAULTS[key]
     return out
 
 
