@@ -83,6 +83,7 @@ from perfmodel.core.interval_calibration import (
 )
 from perfmodel.core.scale import get_scale, scale_of
 from perfmodel.errors import InputError
+from perfmodel.stats.predictive import _level  # the one check of an interval level
 from perfmodel.stats.validation import (
     DEFAULT_BLOCK,
     fold_groups,
@@ -117,18 +118,6 @@ class Interval:
     upper: np.ndarray
     description: str
     pools: dict
-
-
-def _level(level) -> float:
-    if isinstance(level, bool):
-        raise InputError(f"level must be a number in (0, 1), got {level!r}")
-    try:
-        x = float(level)
-    except (TypeError, ValueError):
-        raise InputError(f"level must be a number in (0, 1), got {level!r}") from None
-    if not 0.0 < x < 1.0:
-        raise InputError(f"level must be a number in (0, 1), got {level!r}")
-    return x
 
 
 def conformal_bounds(scores, level, n_eff: float | None = None) -> tuple[float, float]:
