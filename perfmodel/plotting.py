@@ -17,7 +17,7 @@ from scipy import stats
 from perfmodel._checks import check_vector
 from perfmodel.errors import InputError
 
-__all__ = ["acf_plot", "get_ax", "qq_plot", "residuals_vs"]
+__all__ = ["acf_plot", "get_ax", "log_axis_ticks", "qq_plot", "residuals_vs"]
 
 
 def get_ax(ax, needs: str = "plot"):
@@ -36,11 +36,13 @@ def get_ax(ax, needs: str = "plot"):
 
 
 def qq_plot(resid: Any, ax=None, *, standardize: bool = True):
-    """Normal QQ plot of residuals with the line through the quartiles.
+    """Normal QQ plot of residuals with its reference line.
 
     Points on the line mean normal residuals; an S shape means heavy tails,
     a bow means skew. This is the plot to read beside Shapiro-Wilk when n is
-    large and the test rejects for small departures.
+    large and the test rejects for small departures. For standardised
+    residuals the reference is ``y = x`` (a standard normal sample lies on it);
+    for raw residuals it is the line through the quartiles (scale unknown).
 
     Parameters
     ----------
@@ -49,7 +51,7 @@ def qq_plot(resid: Any, ax=None, *, standardize: bool = True):
     ax : matplotlib.axes.Axes, optional
         Axes to draw on; a new figure's axes when None.
     standardize : bool, default True
-        Plot (e - mean) / sd instead of e.
+        Plot (e - mean) / sd instead of e, against ``y = x``.
 
     Returns
     -------
@@ -61,15 +63,55 @@ def qq_plot(resid: Any, ax=None, *, standardize: bool = True):
         e = (e - e.mean()) / e.std(ddof=1)
     osm, osr = stats.probplot(e, dist="norm", fit=False)
     ax.plot(osm, osr, ".", ms=3, alpha=0.6, label="residuals")
-    q1, q3 = np.percentile(e, [25, 75])
-    z1, z3 = stats.norm.ppf([0.25, 0.75])
-    slope = (q3 - q1) / (z3 - z1)
     lo, hi = osm[0], osm[-1]
-    ax.plot([lo, hi], [q1 + slope * (lo - z1), q1 + slope * (hi - z1)], "-", lw=1,
-            color="C3", label="quartile line")
+    if standardize:
+        ax.plot([lo, hi], [lo, hi], "-", lw=1, color="C3", label="y = x (normal)")
+    else:
+        q1, q3 = np.percentile(e, [25, 75])
+        z1, z3 = stats.norm.ppf([0.25, 0.75])
+        slope = (q3 - q1) / (z3 - z1)
+        ax.plot([lo, hi], [q1 + slope * (lo - z1), q1 + slope * (hi - z1)], "-", lw=1,
+                color="C3", label="quartile line")
     ax.set_xlabel("normal quantile")
     ax.set_ylabel("standardised residual" if standardize else "residual")
     ax.set_title("Normal QQ plot")
+    return ax
+
+
+def log_axis_ticks(ax, axis: str = "y"):
+    """Label a logarithmic axis at 1-2-5 steps in plain numbers.
+
+    Matplotlib labels a log axis only at powers of ten, so an axis spanning
+    less than a decade (e.g. errors from 3 to 60 %) gets one label or none.
+    This puts labelled ticks at 1, 2, 5 x 10^k inside the current limits (and
+    no minor labels). Call it after the data are drawn.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        Axes whose ``axis`` is logarithmic.
+    axis : {"x", "y"}
+        Which axis.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    if axis not in ("x", "y"):
+        raise InputError(f"`axis` must be 'x' or 'y', got {axis!r}")
+    ax = get_ax(ax, needs="get_ylim")
+    lo, hi = ax.get_ylim() if axis == "y" else ax.get_xlim()
+    if not (np.isfinite(lo) and np.isfinite(hi) and 0 < lo < hi):
+        raise InputError(f"the {axis} axis needs positive finite limits, got ({lo}, {hi})")
+    k = np.arange(np.floor(np.log10(lo)), np.ceil(np.log10(hi)) + 1)
+    ticks = np.sort((np.array([1.0, 2.0, 5.0])[:, None] * 10.0 ** k).ravel())
+    ticks = ticks[(ticks >= lo) & (ticks <= hi)]
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    target.set_major_locator(FixedLocator(ticks))
+    target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    target.set_minor_formatter(NullFormatter())
     return ax
 
 

@@ -224,7 +224,8 @@ def plot_contour(fit, batch_range=(1, 64), token_range=(1, 2048), quantity: str 
         ``'marginal_throughput'``)
     ax : matplotlib Axes or None (a new figure)
     n : grid points per axis; ``log_tokens`` spaces S logarithmically
-    mask_invalid : blank the region ``S < B``
+    mask_invalid : hatch the region ``S < B`` grey and label it: no step has
+        fewer tokens than requests (every request computes at least one)
     features : constants for other model features (see :func:`derivatives`)
 
     Returns
@@ -251,6 +252,11 @@ def plot_contour(fit, batch_range=(1, 64), token_range=(1, 2048), quantity: str 
     if quantity in ("dT_dS", "dT_dB", "marginal_throughput") and np.nanmin(Z) < 0 < np.nanmax(Z):
         ax.contour(Bg, Sg, Z, levels=[0.0], colors="w", linewidths=1.5, linestyles="--")
     ax.figure.colorbar(cs, ax=ax, label=QUANTITIES[quantity])
+    if mask_invalid and s0 < min(b1, s1):
+        edge = np.minimum(b, s1)
+        ax.fill_between(b, s0, edge, where=edge > s0, facecolor="0.9", edgecolor="0.6",
+                        hatch="///", lw=0, label="S < B: no such step")
+        ax.legend(loc="lower right", fontsize="small", framealpha=0.9)
     if log_tokens:
         ax.set_yscale("log")
     ax.set_xlabel("batch size B (requests)")

@@ -123,6 +123,12 @@ def test_plot_contour_every_quantity(quantity):
     assert out is ax
     assert ax.get_xlabel().startswith("batch size")
     assert QUANTITIES[quantity] in ax.get_title()
+    # the impossible region S < B is hatched and named, not left blank
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["S < B: no such step"]
+    plt.close(fig)
+    fig, ax = plt.subplots()
+    plot_contour(_fit("seed_id"), (1, 64), (100, 2048), quantity=quantity, ax=ax, n=20)
+    assert ax.get_legend() is None  # S >= 100 > B everywhere: nothing to hatch
     plt.close(fig)
 
 

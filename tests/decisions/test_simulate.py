@@ -485,10 +485,11 @@ def test_evaluate_policies_and_plots():
                                                           > r["output_throughput_tok_s"])
         assert not dom.any()
     ax = plot_policy_frontier(df)
-    assert ax.get_xlabel() == "median e2e s"
+    assert ax.get_xlabel() == "median end-to-end latency (s)"
+    assert ax.get_ylabel() == "output throughput (tokens/s)"
     sub = df[df["policy"] == "decode_first"]
     ax2 = plot_policy_contour(sub)
-    assert ax2.get_ylabel() == "max num seqs"
+    assert ax2.get_ylabel() == "max_num_seqs"  # an engine option keeps its name
     with pytest.raises(InputError, match="filter"):
         plot_policy_contour(df)
     open_df = evaluate_policies(Truth(), {"rate": 20.0, "num_requests": 30, "prompt_tokens": 50,
@@ -604,3 +605,14 @@ def test_simulate_command(tmp_path):
                          "--output-tokens", "2"])
     with pytest.raises(InputError, match="concurrency"):
         simulate_command(args)
+
+
+def test_metric_label_gives_units_and_keeps_option_names():
+    from perfmodel.decisions.simulate.policies import metric_label
+
+    assert metric_label("p90_ttft_s") == "p90 TTFT (s)"
+    assert metric_label("mean_tpot_ms") == "mean TPOT (ms)"
+    assert metric_label("request_throughput_req_s") == "request throughput (requests/s)"
+    assert metric_label("max_num_batched_tokens") == "max_num_batched_tokens"
+    with pytest.raises(InputError, match="metric name"):
+        metric_label("")

@@ -311,3 +311,14 @@ def test_interactive_run_writes_to_scratch_not_the_paper(tmp_path, monkeypatch, 
     assert (repo / "build" / "scratch" / "paper" / "numbers" / "zz_scratch_test.tex").exists()
     assert not (repo / "paper").exists()
     assert "build/scratch" in capsys.readouterr().out
+
+
+def test_param_tex_gives_the_papers_symbols():
+    assert pio.param_tex("tau_0") == r"$\tau_{0}$"
+    assert pio.param_tex("k_B") == "$k_{B}$"
+    assert pio.param_tex("c_kv_mixed") == r"$c_{\mathrm{mix}}$"
+    assert pio.param_tex("c_attn") == r"$c_{\mathrm{attn}}$"
+    assert pio.param_tex("gamma_S") == r"$\gamma_{S}$"
+    for bad in ("", "k B", "$k_B$", None, "1x"):
+        with pytest.raises(InputError, match="parameter name"):
+            pio.param_tex(bad)

@@ -409,3 +409,38 @@ def test_plots_take_and_return_ax(cases):
         plotting.residuals_vs(S[:5], e)
     with pytest.raises(InputError, match="`ax`"):
         plotting.qq_plot(e, ax="not an axes")
+
+
+def test_qq_reference_is_identity_for_standardised_and_quartile_line_otherwise(cases):
+    e, _B, _S = cases["t3"]
+    fig, axes = plt.subplots(1, 2)
+    try:
+        plotting.qq_plot(e, ax=axes[0])
+        ref = axes[0].lines[1]
+        assert_allclose(ref.get_ydata(), ref.get_xdata(), rtol=0, atol=0)
+        plotting.qq_plot(e * 5.0 + 3.0, ax=axes[1], standardize=False)
+        ref = axes[1].lines[1]
+        slope = np.diff(ref.get_ydata())[0] / np.diff(ref.get_xdata())[0]
+        assert slope > 2.0  # the quartile line follows the raw scale, not y = x
+    finally:
+        plt.close(fig)
+
+
+def test_log_axis_ticks_labels_a_short_log_axis():
+    fig, ax = plt.subplots()
+    try:
+        ax.bar([0, 1, 2], [4.0, 11.0, 55.0])
+        ax.set_yscale("log")
+        ax.set_ylim(3.0, 70.0)
+        assert plotting.log_axis_ticks(ax) is ax
+        assert_allclose(ax.get_yticks(), [5.0, 10.0, 20.0, 50.0])
+        labels = [ax.yaxis.get_major_formatter()(v, i) for i, v in enumerate(ax.get_yticks())]
+        assert labels == ["5", "10", "20", "50"]
+        with pytest.raises(InputError, match="`axis`"):
+            plotting.log_axis_ticks(ax, axis="z")
+        ax.set_yscale("linear")
+        ax.set_ylim(-1.0, 1.0)
+        with pytest.raises(InputError, match="positive finite limits"):
+            plotting.log_axis_ticks(ax)
+    finally:
+        plt.close(fig)

@@ -183,6 +183,27 @@ def pareto_front(df: pd.DataFrame, x: str = "median_e2e_s",
     return keep
 
 
+_UNITS = (("_tok_s", "tokens/s"), ("_req_s", "requests/s"), ("_ms", "ms"), ("_s", "s"))
+_WORDS = {"e2e": "end-to-end latency", "ttft": "TTFT", "tpot": "TPOT"}
+
+
+def metric_label(name: str) -> str:
+    """Axis label with its unit for a metric column, e.g. ``"median_e2e_s"``.
+
+    ``output_throughput_tok_s`` -> ``"output throughput (tokens/s)"``,
+    ``median_e2e_s`` -> ``"median end-to-end latency (s)"``; a name without a
+    known unit suffix (an engine setting such as ``max_num_seqs``, a count such
+    as ``n_steps``) is returned unchanged.
+    """
+    if not isinstance(name, str) or not name:
+        raise InputError(f"metric name must be a non-empty string, got {name!r}")
+    for suffix, text in _UNITS:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            words = " ".join(_WORDS.get(w, w) for w in name[: -len(suffix)].split("_"))
+            return f"{words} ({text})"
+    return name
+
+
 def _get_ax(ax):
     from perfmodel.plotting import get_ax
 
@@ -209,8 +230,8 @@ def plot_policy_frontier(df: pd.DataFrame, ax=None, *, x: str = "median_e2e_s",
     mask = df["pareto"].to_numpy(bool) if "pareto" in df.columns else pareto_front(df, x, y)
     front = df[mask].sort_values(x)
     ax.plot(front[x], front[y], "k--", lw=1, label="Pareto front")
-    ax.set_xlabel(x.replace("_", " "))
-    ax.set_ylabel(y.replace("_", " "))
+    ax.set_xlabel(metric_label(x))
+    ax.set_ylabel(metric_label(y))
     ax.legend(fontsize="small")
     return ax
 
@@ -238,7 +259,7 @@ def plot_policy_contour(df: pd.DataFrame, ax=None, *, x: str = "max_num_batched_
     piv = df.pivot(index=y, columns=x, values=z).sort_index().sort_index(axis=1)
     cs = ax.contourf(piv.columns.to_numpy(float), piv.index.to_numpy(float),
                      piv.to_numpy(float), levels=levels)
-    ax.figure.colorbar(cs, ax=ax, label=z.replace("_", " "))
-    ax.set_xlabel(x.replace("_", " "))
-    ax.set_ylabel(y.replace("_", " "))
+    ax.figure.colorbar(cs, ax=ax, label=metric_label(z))
+    ax.set_xlabel(metric_label(x))
+    ax.set_ylabel(metric_label(y))
     return ax

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from perfmodel.report.paperio._cli import _main as _main  # python -m perfmodel.report.paperio
 from perfmodel.report.paperio._common import find_root
-from perfmodel.report.paperio.latex import latex_escape, table_tex, write_table
+from perfmodel.report.paperio.latex import latex_escape, param_tex, table_tex, write_table
 from perfmodel.report.paperio.macros import (
     assemble_numbers,
     format_bound,
@@ -67,6 +67,7 @@ __all__ = [
     "macro_name",
     "notebook_deps",
     "notebook_setup",
+    "param_tex",
     "read_numbers",
     "save_figure",
     "strip_notebook",

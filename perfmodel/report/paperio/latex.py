@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import numbers as _numbers
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -100,3 +101,29 @@ def write_table(df, name: str, *, folder: str | os.PathLike, notebook: str | Non
     who = f"notebook {notebook}" if notebook else "perfmodel.report.paperio.write_table"
     text = _HEADER.format(who=who, target=f"nb-{notebook}" if notebook else "paper")
     return _write(Path(folder) / f"{name}.tex", text + table_tex(df, **kwargs))
+
+
+# the paper's symbol for each parameter whose name is not already its symbol (docs/model.md)
+_PARAM_SYMBOLS = {"c_attn": r"c_{\mathrm{attn}}", "c_kv": r"c_{\mathrm{kv}}",
+                  "c_kv_mixed": r"c_{\mathrm{mix}}", "P_max": r"P_{\max}"}
+_GREEK = ("tau", "gamma")
+
+
+def param_tex(name: str) -> str:
+    """The paper's math symbol for a model parameter name, in ``$...$``.
+
+    ``tau_0`` -> ``$\\tau_{0}$``, ``k_B`` -> ``$k_{B}$``, ``c_kv_mixed`` ->
+    ``$c_{\\mathrm{mix}}$`` (the symbols of ``paper/main.tex`` and
+    ``docs/model.md``). The one place notebooks turn parameter names into
+    symbols for tables, labels and numbers.
+    """
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z]+(_[A-Za-z0-9]+)*", name):
+        raise InputError(f"parameter name must look like 'k_B' or 'tau_0', got {name!r}")
+    if name in _PARAM_SYMBOLS:
+        return f"${_PARAM_SYMBOLS[name]}$"
+    base, _, sub = name.partition("_")
+    head = f"\\{base}" if base in _GREEK else base
+    if not sub:
+        return f"${head}$"
+    sub = sub if "_" not in sub else r"\mathrm{" + sub.replace("_", r"\_") + "}"
+    return f"${head}_{{{sub}}}$"
