@@ -55,6 +55,7 @@ NBVAL_ARGS    := --nbval-lax --nbval-sanitize-with notebooks/nbval_sanitize.cfg 
 # data each notebook reads besides the public mirror (pinned, immutable)
 $(NB_BUILD)/01_data_overview.ipynb: $(wildcard data/vllm-cpu/* data/gpu/*)
 $(NB_BUILD)/10_gpu_datasets.ipynb: $(wildcard data/gpu/*)
+$(NB_BUILD)/14_confirmation.ipynb: $(wildcard data/vllm-cpu-confirmation/*/*)
 $(NB_BUILD)/03_residual_diagnostics.ipynb $(NB_BUILD)/06_cross_validation.ipynb \
   $(NB_BUILD)/09_capacity_simulation.ipynb $(NB_BUILD)/11_vllm_cpu_comparison.ipynb: \
   $(wildcard data/vllm-cpu/*/*)

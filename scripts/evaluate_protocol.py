@@ -48,31 +48,16 @@ from perfmodel.core.model import MODELS, RECOMMENDED
 from perfmodel.errors import PerfmodelError
 from perfmodel.stats.compare import DEFAULT_MODELS, _needs_context, compare
 from perfmodel.stats.protocol import schemes_for
+from perfmodel.stats.protocol_runs import engine_run_tasks, read_engine_runs, summary_rows
 from perfmodel.stats.selection import nested_select
 
-SWEEPS = ("decode_sweep", "prefill_sweep", "fixed_tokens")
-#: members compared in every table (the rest of the registry enters the nested selection)
-TABLE_MODELS = ("seed_id", "seed_ctx", "seed_attn_kv", "seed_ctx_mono")
+#: members compared in every table (the rest of the registry enters the nested selection):
+#: three alternatives and the model of record
+TABLE_MODELS = ("seed_id", "seed_ctx", "seed_attn_kv", RECOMMENDED["context"])
 
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def vllm_cpu(mdir: Path) -> pd.DataFrame:
-    """Every run of one vLLM-CPU model: ``workload`` (sweeps / mixed / closed_loop), ``replicate``."""
-    from perfmodel.data.trace import read_trace
-
-    parts = []
-    for f in sorted(mdir.glob("*.csv")):
-        if ".calib" in f.name:
-            continue
-        stem = f.stem
-        wl = "sweeps" if stem in SWEEPS else stem.split("-r")[0]
-        d = read_trace(f)
-        d["replicate"], d["workload"] = stem, wl
-        parts.append(d)
-    return pd.concat(parts, ignore_index=True)
 
 
 def gpu_trace() -> tuple[pd.DataFrame, dict]:
@@ -113,17 +98,7 @@ def _gpu_tasks():
 
 
 def _cpu_tasks(mdir):
-    full = vllm_cpu(mdir)
-    lab = f"vllm-cpu_{mdir.name}"
-    mixed = full[full["workload"] == "mixed"].drop(columns="workload").reset_index(drop=True)
-    tasks = [(lab, s, mixed, {}) for s in schemes_for(mixed)]
-    tasks.append((lab, "transfer:sweeps->mixed", full[full["workload"].isin(["sweeps", "mixed"])]
-                  .reset_index(drop=True), {"cv": "transfer", "test_workload": "mixed"}))
-    if (full["workload"] == "closed_loop").any():
-        tasks.append((lab, "transfer:mixed->closed_loop",
-                      full[full["workload"].isin(["mixed", "closed_loop"])]
-                      .reset_index(drop=True), {"cv": "transfer", "test_workload": "closed_loop"}))
-    return tasks
+    return engine_run_tasks(read_engine_runs(mdir), f"vllm-cpu_{mdir.name}")
 
 
 def _splitwise_tasks():
@@ -138,19 +113,6 @@ def _splitwise_tasks():
             for s in (schemes_for(g) if drop else ("grouped",)):
                 tasks.append((lab, s, g.reset_index(drop=True), {}))
     return tasks
-
-
-def _summary_rows(label, scheme, tab):
-    rows = []
-    for _, r in tab.iterrows():
-        rows.append({"dataset": label, "scheme": scheme, "name": r["name"], "kind": r["kind"],
-                     "status": r["status"], "n_test": r["n_test"], "MAPE": r["MAPE"],
-                     "noise_floor": r["noise_floor"], "ratio_to_floor": r["ratio_to_floor"],
-                     "ratio_lo": r["ratio_lo"], "ratio_hi": r["ratio_hi"],
-                     "lof_p": r["lof_p"], "n_params": r["n_params"],
-                     "MAPE_decode-only": r["MAPE_decode-only"], "MAPE_mixed": r["MAPE_mixed"],
-                     "MAPE_prefill-heavy": r["MAPE_prefill-heavy"]})
-    return rows
 
 
 def _ablation(label, scheme, df, tab):
@@ -202,7 +164,7 @@ def run_dataset(label, loader, args, out):
         tab.insert(1, "scheme", scheme)
         fname = scheme.replace(":", "_").replace("->", "-to-")
         _write(tab, out / f"compare_{lab}_{fname}.csv")
-        summary += _summary_rows(lab, scheme, tab)
+        summary += summary_rows(lab, scheme, tab)
         if ctx and scheme in ("grouped", "blocked25", "transfer:sweeps->mixed"):
             ablation += _ablation(lab, scheme, df, tab)
         best = tab[tab["MAPE"].notna()].sort_values("MAPE").head(3)
