@@ -7,6 +7,8 @@
   folder so that no test writes into the user's cache.
 * ``fetch_or_skip(name)`` returns a dataset's path or skips the test with
   the reason when neither mirror nor cache nor network has it.
+* ``local_cluster``: a running Dask ``LocalCluster`` of 2 processes (1 thread
+  each), or a skip that says why it cannot start here.
 """
 from __future__ import annotations
 
@@ -42,3 +44,20 @@ def fetch_or_skip():
             pytest.skip(f"public dataset {name!r} unreachable (no mirror, cache or network): {e}")
 
     return _fetch
+
+
+@pytest.fixture
+def local_cluster():
+    """A running Dask LocalCluster of 2 processes (1 thread each), closed after the test.
+
+    Skips when ``dask[distributed]`` is missing or the cluster cannot start on this machine.
+    """
+    distributed = pytest.importorskip("dask.distributed",
+                                      reason="dask[distributed] is not installed")
+    try:
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                           dashboard_address=None)
+    except Exception as e:  # noqa: BLE001 - any failure to start means: cannot test here
+        pytest.skip(f"a Dask LocalCluster cannot start on this machine: {e}")
+    with cluster:
+        yield cluster

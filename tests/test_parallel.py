@@ -73,25 +73,11 @@ def test_check_backend_names_every_backend():
     assert check_backend("dask", "tcp://127.0.0.1:8786") == "dask"
 
 
-def _local_cluster_or_skip():
-    """A LocalCluster of 2 processes (1 thread each), or skip saying why it cannot start."""
-    distributed = pytest.importorskip("dask.distributed",
-                                      reason="dask[distributed] is not installed")
-    try:
-        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                           dashboard_address=None)
-    except Exception as e:  # noqa: BLE001 - any failure to start means: cannot test here
-        pytest.skip(f"a Dask LocalCluster cannot start on this machine: {e}")
-    return cluster
-
-
-def test_dask_local_cluster_gives_the_loky_results():
-    cluster = _local_cluster_or_skip()
-    with cluster:
-        tasks = list(task_seeds(5, 30))
-        a = map_tasks(_draw, tasks)
-        b = map_tasks(_draw, tasks, backend="dask", scheduler=cluster.scheduler_address,
-                      chunk_size=4)
+def test_dask_local_cluster_gives_the_loky_results(local_cluster):
+    tasks = list(task_seeds(5, 30))
+    a = map_tasks(_draw, tasks)
+    b = map_tasks(_draw, tasks, backend="dask", scheduler=local_cluster.scheduler_address,
+                  chunk_size=4)
     assert [i for i, _ in b] == list(range(30))
     for (_, x), (_, y) in zip(a, b, strict=True):
         np.testing.assert_array_equal(x, y)

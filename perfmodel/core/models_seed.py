@@ -313,20 +313,22 @@ class SeedGammaModel(SaturationBase):
         _TAUB, _TAUS,
     )
 
-    def _predict(self, th, f):
-        tau0, a0, a1, kB, kS, gB, gS, tauB, tauS = th
-        B, S = f["B"], f["S"]
-        u, _ = saturation(kB, B)
-        v, _ = saturation(kS, S)
-        g = 1.0 + gB * B + gS * S
-        return tau0 + (a0 + a1 * S) / (u * v) * g + tauB * B + tauS * S
-
-    def _jacobian(self, th, f):
-        _tau0, a0, a1, kB, kS, gB, gS, _tauB, _tauS = th
+    def _parts(self, th, f):
+        _tau0, _a0, _a1, kB, kS, gB, gS, _tauB, _tauS = th
         B, S = f["B"], f["S"]
         u, du = saturation(kB, B)
         v, dv = saturation(kS, S)
         g = 1.0 + gB * B + gS * S
+        return B, S, u, du, v, dv, g
+
+    def _predict(self, th, f):
+        tau0, a0, a1, _kB, _kS, _gB, _gS, tauB, tauS = th
+        B, S, u, _du, v, _dv, g = self._parts(th, f)
+        return tau0 + (a0 + a1 * S) / (u * v) * g + tauB * B + tauS * S
+
+    def _jacobian(self, th, f):
+        _tau0, a0, a1, _kB, _kS, _gB, _gS, _tauB, _tauS = th
+        B, S, u, du, v, dv, g = self._parts(th, f)
         inv = 1.0 / (u * v)
         w = (a0 + a1 * S) * inv
         return np.column_stack([

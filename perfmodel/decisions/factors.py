@@ -186,6 +186,54 @@ def _rf(X: np.ndarray, y: np.ndarray, seed: int, n_estimators: int, cv: int):
     return oob, cvs, pi.importances_mean, pi.importances_std
 
 
+def _select(df: pd.DataFrame, tokens: int, tol: int, need: int) -> np.ndarray:
+    """The mask of steps with ``|S - tokens| <= tol``; at least ``need`` of them, or an
+    InputError naming the nearest and the most common token counts of the trace."""
+    S = pd.to_numeric(df["total_tokens"], errors="coerce").to_numpy(float)
+    sel = np.abs(S - tokens) <= tol
+    n = int(sel.sum())
+    if n < need:
+        vc = pd.Series(S[np.isfinite(S)]).value_counts()
+        near = vc.iloc[np.argsort(np.abs(vc.index.to_numpy() - tokens))[:5]]
+        hint = ", ".join(f"S={int(k)} ({int(v)} steps)" for k, v in near.items())
+        common = ", ".join(f"S={int(k)} ({int(v)})" for k, v in vc.head(5).items())
+        raise InputError(f"tokens={tokens}, tol={tol}: {n} steps selected, need at least "
+                         f"{need}; nearest token counts: {hint}; most common: "
+                         f"{common}")
+    return sel
+
+
+def _correlations(feats: pd.DataFrame, usable: list[str], y: np.ndarray) -> pd.DataFrame:
+    """Pearson and Spearman correlation (with p-values) of each usable factor with ``y``,
+    the strongest ``|r|`` first."""
+    rows = []
+    for c in usable:
+        x = feats[c].to_numpy(float)
+        pr = stats.pearsonr(x, y)
+        sr = stats.spearmanr(x, y)
+        rows.append((c, float(pr.statistic), float(pr.pvalue), float(sr.statistic),
+                     float(sr.pvalue)))
+    corr = pd.DataFrame(rows, columns=["feature", "pearson_r", "pearson_p", "spearman_rho",
+                                       "spearman_p"]).set_index("feature")
+    if len(corr):
+        corr = corr.reindex(corr["pearson_r"].abs().sort_values(ascending=False).index)
+    return corr
+
+
+def _add_model(out: FactorResult, fit, sub: pd.DataFrame, y: np.ndarray) -> np.ndarray:
+    """Set ``out``'s model fields (name, R^2, centred R^2, bias) for ``fit`` on the slice
+    ``sub``; return the model's residuals ``y - fit.predict(sub)``."""
+    yhat = np.asarray(fit.predict(sub), float).ravel()
+    res = y - yhat
+    ss = float(np.sum((y - y.mean()) ** 2))
+    out.model_name = getattr(fit, "model_name", type(fit).__name__)
+    out.model_r2 = 1.0 - float(np.sum(res**2)) / ss if ss > 0 else float("nan")
+    out.model_r2_centered = (1.0 - float(np.sum((res - res.mean()) ** 2)) / ss
+                             if ss > 0 else float("nan"))
+    out.model_bias_ms = float(-res.mean())
+    return res
+
+
 def secondary_factors(df: pd.DataFrame, tokens: int, tol: int = 0, *, fit=None, seed: int = 0,
                       n_estimators: int = 200, cv: int = 5, min_steps: int = 20) -> FactorResult:
     """Explain the variation of step time among steps with (nearly) the same S.
@@ -221,17 +269,8 @@ def secondary_factors(df: pd.DataFrame, tokens: int, tol: int = 0, *, fit=None, 
     n_estimators = check_int_range("n_estimators", n_estimators, 1)
     if fit is not None and not hasattr(fit, "predict"):
         raise InputError(f"fit must have .predict (a FitResult), got {type(fit).__name__}")
-    S = pd.to_numeric(df["total_tokens"], errors="coerce").to_numpy(float)
-    sel = np.abs(S - tokens) <= tol
+    sel = _select(df, tokens, tol, max(min_steps, cv))
     n = int(sel.sum())
-    if n < max(min_steps, cv):
-        vc = pd.Series(S[np.isfinite(S)]).value_counts()
-        near = vc.iloc[np.argsort(np.abs(vc.index.to_numpy() - tokens))[:5]]
-        hint = ", ".join(f"S={int(k)} ({int(v)} steps)" for k, v in near.items())
-        common = ", ".join(f"S={int(k)} ({int(v)})" for k, v in vc.head(5).items())
-        raise InputError(f"tokens={tokens}, tol={tol}: {n} steps selected, need at least "
-                         f"{max(min_steps, cv)}; nearest token counts: {hint}; most common: "
-                         f"{common}")
     sub = df.loc[sel]
     y = pd.to_numeric(sub["duration_ms"], errors="coerce").to_numpy(float)
     if not np.all(np.isfinite(y)):
@@ -244,17 +283,7 @@ def secondary_factors(df: pd.DataFrame, tokens: int, tol: int = 0, *, fit=None, 
     usable = [c for c in feats.columns
               if np.all(np.isfinite(feats[c].to_numpy(float))) and feats[c].nunique() > 1]
     dropped = [c for c in feats.columns if c not in usable]
-    rows = []
-    for c in usable:
-        x = feats[c].to_numpy(float)
-        pr = stats.pearsonr(x, y)
-        sr = stats.spearmanr(x, y)
-        rows.append((c, float(pr.statistic), float(pr.pvalue), float(sr.statistic),
-                     float(sr.pvalue)))
-    corr = pd.DataFrame(rows, columns=["feature", "pearson_r", "pearson_p", "spearman_rho",
-                                       "spearman_p"]).set_index("feature")
-    if len(corr):
-        corr = corr.reindex(corr["pearson_r"].abs().sort_values(ascending=False).index)
+    corr = _correlations(feats, usable, y)
     oob = cvr2 = None
     imp = None
     if usable:
@@ -272,14 +301,7 @@ def secondary_factors(df: pd.DataFrame, tokens: int, tol: int = 0, *, fit=None, 
             duration_ms=y), dropped_features=dropped, correlations=corr, rf_oob_r2=oob,
         rf_cv_r2=cvr2, importance=imp, by_requests=by, notes=notes)
     if fit is not None:
-        yhat = np.asarray(fit.predict(sub), float).ravel()
-        res = y - yhat
-        ss = float(np.sum((y - y.mean()) ** 2))
-        out.model_name = getattr(fit, "model_name", type(fit).__name__)
-        out.model_r2 = 1.0 - float(np.sum(res**2)) / ss if ss > 0 else float("nan")
-        out.model_r2_centered = (1.0 - float(np.sum((res - res.mean()) ** 2)) / ss
-                                 if ss > 0 else float("nan"))
-        out.model_bias_ms = float(-res.mean())
+        res = _add_model(out, fit, sub, y)
         if usable:
             out.residual_rf_cv_r2 = _rf(feats[usable].to_numpy(float), res, seed,
                                         int(n_estimators), int(cv))[1]

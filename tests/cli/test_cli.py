@@ -14,76 +14,63 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "data" / "example" / "example_trace.csv"
 
 
-def run(args, capsys):
-    rc = main([str(a) for a in args])
-    out = capsys.readouterr()
-    return rc, out.out, out.err
-
-
-@pytest.fixture(scope="module")
-def fit_json(tmp_path_factory):
-    p = tmp_path_factory.mktemp("fit") / "fit.json"
-    assert main(["fit", str(EXAMPLE), "-o", str(p), "--model", "seed_id", "--json"]) == 0
-    return p
-
-
-def test_fit_writes_json_and_report(tmp_path, capsys):
+def test_fit_writes_json_and_report(tmp_path, run):
     out = tmp_path / "f.json"
-    rc, stdout, err = run(["fit", EXAMPLE, "-o", out, "--model", "seed"], capsys)
+    rc, stdout, err = run(["fit", EXAMPLE, "-o", out, "--model", "seed"])
     assert rc == 0, err
     assert "[[Variables]]" in stdout and "not identifiable" in stdout
     d = json.loads(out.read_text())
     assert d["model"] == "seed" and d["fitted_model"] == "seed_id"
     assert len(d["provenance"]["trace_sha256"]) == 64
-    rc, stdout, _ = run(["report", out], capsys)
+    rc, stdout, _ = run(["report", out])
     assert rc == 0 and "[[Fit Statistics]]" in stdout
 
 
-def test_fit_json_output_is_machine_readable(tmp_path, capsys):
-    rc, stdout, _ = run(["fit", EXAMPLE, "-o", tmp_path / "f.json", "--json", "--loss", "huber"], capsys)
+def test_fit_json_output_is_machine_readable(tmp_path, run):
+    rc, stdout, _ = run(["fit", EXAMPLE, "-o", tmp_path / "f.json", "--json", "--loss", "huber"])
     assert rc == 0
     d = json.loads(stdout)
     assert d["options"]["loss"] == "huber" and d["statistics"]["n"] == 2000
 
 
-def test_predict_keeps_every_column_and_adds_prediction(fit_json, tmp_path, capsys):
+def test_predict_keeps_every_column_and_adds_prediction(fit_json, tmp_path, run):
     out = tmp_path / "pred.csv"
-    rc, _, err = run(["predict", fit_json, EXAMPLE, "-o", out], capsys)
+    rc, _, err = run(["predict", fit_json, EXAMPLE, "-o", out])
     assert rc == 0, err
     src, got = pd.read_csv(EXAMPLE), pd.read_csv(out)
     assert list(got.columns) == list(src.columns) + ["predicted_ms"]
     assert np.all(got["predicted_ms"] > 0)
 
 
-def test_predict_works_without_measured_times(fit_json, tmp_path, capsys):
+def test_predict_works_without_measured_times(fit_json, tmp_path, run):
     t = tmp_path / "plan.csv"
     pd.DataFrame({"batch_size": [1, 8, 32], "total_tokens": [1, 512, 2048]}).to_csv(t, index=False)
-    rc, _, err = run(["predict", fit_json, t, "-o", tmp_path / "o.csv"], capsys)
+    rc, _, err = run(["predict", fit_json, t, "-o", tmp_path / "o.csv"])
     assert rc == 0, err
 
 
-def test_sla_json_is_self_consistent(fit_json, capsys):
-    rc, stdout, _ = run(["sla", fit_json, "--batch-size", 8, "--target-ms", 40, "--json"], capsys)
+def test_sla_json_is_self_consistent(fit_json, run):
+    rc, stdout, _ = run(["sla", fit_json, "--batch-size", 8, "--target-ms", 40, "--json"])
     assert rc == 0
     d = json.loads(stdout)
     assert d["batch_size"] == 8 and d["target_ms"] == 40
     assert d["max_total_tokens"] is not None and d["predicted_ms"] <= 40
 
 
-def test_sla_infeasible_target_says_so(fit_json, capsys):
-    rc, stdout, _ = run(["sla", fit_json, "--batch-size", 8, "--target-ms", 0.5, "--json"], capsys)
+def test_sla_infeasible_target_says_so(fit_json, run):
+    rc, stdout, _ = run(["sla", fit_json, "--batch-size", 8, "--target-ms", 0.5, "--json"])
     assert rc == 0
     assert json.loads(stdout)["max_total_tokens"] is None
 
 
 
 @pytest.mark.parametrize("target", [40, 0.5])  # feasible and infeasible
-def test_sla_text_and_json_state_the_same_search_start(fit_json, capsys, target):
+def test_sla_text_and_json_state_the_same_search_start(fit_json, run, target):
     """rising_from is the model's (below B here); the search starts at max(B, rising_from)."""
     argv = ["sla", fit_json, "--batch-size", 16, "--target-ms", target]
-    rc, text, _ = run(argv, capsys)
+    rc, text, _ = run(argv)
     assert rc == 0
-    rc, stdout, _ = run([*argv, "--json"], capsys)
+    rc, stdout, _ = run([*argv, "--json"])
     assert rc == 0
     d = json.loads(stdout)
     assert d["rising_from"] < 16, "the case of the bug: the model rises from below B"
@@ -93,22 +80,21 @@ def test_sla_text_and_json_state_the_same_search_start(fit_json, capsys, target)
     assert "rising branch from S=16" not in text
 
 
-def test_sla_frontier_and_max_batch_report_search_from(fit_json, capsys):
+def test_sla_frontier_and_max_batch_report_search_from(fit_json, run):
     rc, stdout, _ = run(["sla", fit_json, "--frontier", "--batch-sizes", "1,16,64",
-                         "--target-ms", 40, "--json"], capsys)
+                         "--target-ms", 40, "--json"])
     assert rc == 0
     rows = json.loads(stdout)["rows"]
     assert [r["search_from"] for r in rows] == [max(b, r["rising_from"])
                                                for b, r in zip((1, 16, 64), rows)]
-    rc, stdout, _ = run(["sla", fit_json, "--total-tokens", 256, "--target-ms", 20, "--json"],
-                        capsys)
+    rc, stdout, _ = run(["sla", fit_json, "--total-tokens", 256, "--target-ms", 20, "--json"])
     assert rc == 0
     d = json.loads(stdout)
     assert d["search_from"] == d["rising_from"]
     assert f"search from B={d['search_from']} = rising_from" in d["reason"]
 
-def test_diagnose_prints_the_residual_table(fit_json, capsys):
-    rc, stdout, err = run(["diagnose", fit_json, EXAMPLE, "--json"], capsys)
+def test_diagnose_prints_the_residual_table(fit_json, run):
+    rc, stdout, err = run(["diagnose", fit_json, EXAMPLE, "--json"])
     assert rc == 0, err
     names = " ".join(t["test"] for t in json.loads(stdout)["tests"]).lower()
     assert "shapiro" in names and "breusch" in names and "durbin" in names
@@ -116,7 +102,7 @@ def test_diagnose_prints_the_residual_table(fit_json, capsys):
 
 @pytest.mark.parametrize("flag,scale", [(["--relative", "weight"], "weight"),
                                         (["--absolute"], "absolute"), ([], "log")])
-def test_diagnose_tests_residuals_on_the_fit_scale(flag, scale, tmp_path, capsys):
+def test_diagnose_tests_residuals_on_the_fit_scale(flag, scale, tmp_path, capsys, run):
     from perfmodel.core.results import FitResult
     from perfmodel.core.scale import SCALES
     from perfmodel.data.trace import read_trace, step_features
@@ -126,7 +112,7 @@ def test_diagnose_tests_residuals_on_the_fit_scale(flag, scale, tmp_path, capsys
     assert main(["fit", str(EXAMPLE), "-o", str(f), "--model", "seed_id", "--starts", "2",
                  *flag]) == 0
     capsys.readouterr()
-    rc, stdout, err = run(["diagnose", f, EXAMPLE, "--json"], capsys)
+    rc, stdout, err = run(["diagnose", f, EXAMPLE, "--json"])
     assert rc == 0, err
     d = json.loads(stdout)
     assert d["residual_scale"] == scale and d["residual"] == SCALES[scale].residual_text
@@ -138,7 +124,7 @@ def test_diagnose_tests_residuals_on_the_fit_scale(flag, scale, tmp_path, capsys
     ref = residual_table(e, feats["B"], feats["S"], order=np.arange(len(e)))
     assert [t["statistic"] for t in d["tests"]] == pytest.approx(
         ref["statistic"].tolist(), rel=1e-9, nan_ok=True)
-    rc, text, _ = run(["diagnose", f, EXAMPLE], capsys)
+    rc, text, _ = run(["diagnose", f, EXAMPLE])
     assert f"on the fit's scale, {scale}" in text
 
 
@@ -148,32 +134,32 @@ def test_diagnose_tests_residuals_on_the_fit_scale(flag, scale, tmp_path, capsys
     ("batch_size,total_tokens,duration_ms\n4,2,3.0\n", "total_tokens"),
     ("batch_size,total_tokens,duration_ms\n", "empty"),
 ])
-def test_bad_trace_exits_2_with_one_line(tmp_path, capsys, content, needle):
+def test_bad_trace_exits_2_with_one_line(tmp_path, run, content, needle):
     bad = tmp_path / "bad.csv"
     bad.write_text(content)
     out = tmp_path / "fit.json"
-    rc, _stdout, err = run(["fit", bad, "-o", out], capsys)
+    rc, _stdout, err = run(["fit", bad, "-o", out])
     assert rc == 2
     assert len(err.strip().splitlines()) == 1 and err.startswith("perfmodel: error:")
     assert needle in err
     assert "Traceback" not in err and not out.exists()
 
 
-def test_existing_output_is_never_overwritten_without_force(fit_json, tmp_path, capsys):
+def test_existing_output_is_never_overwritten_without_force(fit_json, tmp_path, run):
     out = tmp_path / "keep.csv"
     out.write_text("precious\n")
-    rc, _, err = run(["predict", fit_json, EXAMPLE, "-o", out], capsys)
+    rc, _, err = run(["predict", fit_json, EXAMPLE, "-o", out])
     assert rc == 2 and "--force" in err and out.read_text() == "precious\n"
-    rc, _, _ = run(["predict", fit_json, EXAMPLE, "-o", out, "--force"], capsys)
+    rc, _, _ = run(["predict", fit_json, EXAMPLE, "-o", out, "--force"])
     assert rc == 0 and "predicted_ms" in out.read_text()
 
 
-def test_a_failing_fit_leaves_an_existing_output_intact(tmp_path, capsys):
+def test_a_failing_fit_leaves_an_existing_output_intact(tmp_path, run):
     out = tmp_path / "fit.json"
     out.write_text("old")
     bad = tmp_path / "bad.csv"
     bad.write_text("batch_size,total_tokens,duration_ms\n1,1,-5\n")
-    rc, _, _ = run(["fit", bad, "-o", out, "--force"], capsys)
+    rc, _, _ = run(["fit", bad, "-o", out, "--force"])
     assert rc == 2 and out.read_text() == "old"
 
 
@@ -183,15 +169,15 @@ def test_a_failing_fit_leaves_an_existing_output_intact(tmp_path, capsys):
     (["report", "/nonexistent/fit.json"], "does not exist"),
     (["sla", "/nonexistent/fit.json", "--batch-size", "1", "--target-ms", "1"], "does not exist"),
 ])
-def test_usage_errors_exit_2(capsys, args, needle):
-    rc, _, err = run(args, capsys)
+def test_usage_errors_exit_2(run, args, needle):
+    rc, _, err = run(args)
     assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1
 
 
-def test_sla_bad_arguments_exit_2(fit_json, capsys):
-    rc, _, err = run(["sla", fit_json, "--batch-size", 0, "--target-ms", 10], capsys)
+def test_sla_bad_arguments_exit_2(fit_json, run):
+    rc, _, err = run(["sla", fit_json, "--batch-size", 0, "--target-ms", 10])
     assert rc == 2 and "batch" in err.lower()
-    rc, _, err = run(["sla", fit_json, "--batch-size", 4, "--target-ms", -1], capsys)
+    rc, _, err = run(["sla", fit_json, "--batch-size", 4, "--target-ms", -1])
     assert rc == 2 and "target" in err.lower()
 
 
@@ -240,30 +226,30 @@ def test_no_subcommand_shows_seed_in_help(capsys):
         assert "--seed" not in _help([name], capsys), name
 
 
-def test_random_state_and_deprecated_seed_set_the_same_seed(tmp_path, capsys):
+def test_random_state_and_deprecated_seed_set_the_same_seed(tmp_path, run):
     fit = tmp_path / "f.json"
     rc, stdout, err = run(["fit", EXAMPLE, "-o", fit, "--model", "seed_id", "--starts", 2,
-                           "--random-state", 5, "--json"], capsys)
+                           "--random-state", 5, "--json"])
     assert rc == 0 and err == ""
     assert json.loads(stdout)["options"]["seed"] == 5
     rc, stdout, err = run(["fit", EXAMPLE, "-o", fit, "--force", "--model", "seed_id",
-                           "--starts", 2, "--seed", 5, "--json"], capsys)
+                           "--starts", 2, "--seed", 5, "--json"])
     assert rc == 0 and json.loads(stdout)["options"]["seed"] == 5
     assert err.strip() == "perfmodel: warning: --seed is deprecated, use --random-state"
     base = ["simulate", fit, "--num-requests", 20, "--rate", 5, "--prompt-tokens", 32,
             "--output-tokens", 8, "--json"]
     outs = {}
     for opt in ("--random-state", "--seed"):
-        rc, stdout, _ = run([*base, opt, 3], capsys)
+        rc, stdout, _ = run([*base, opt, 3])
         assert rc == 0
         outs[opt] = json.loads(stdout)
     assert outs["--random-state"] == outs["--seed"]
-    rc, stdout, _ = run([*base, "--random-state", 4], capsys)
+    rc, stdout, _ = run([*base, "--random-state", 4])
     assert rc == 0 and json.loads(stdout)["makespan_s"] != outs["--seed"]["makespan_s"]
 
 
-def test_random_state_must_be_an_integer(tmp_path, capsys):
-    rc, _, err = run(["fit", EXAMPLE, "-o", tmp_path / "f.json", "--random-state", "x"], capsys)
+def test_random_state_must_be_an_integer(tmp_path, run):
+    rc, _, err = run(["fit", EXAMPLE, "-o", tmp_path / "f.json", "--random-state", "x"])
     assert rc == 2 and "--random-state: must be an integer >= 0" in err
     assert len(err.strip().splitlines()) == 1
 
@@ -286,19 +272,19 @@ def test_auto_model_is_the_registry_default(capsys):
             "else seed_id") in text
 
 
-def test_an_output_that_is_not_a_regular_file_is_refused_before_fitting(tmp_path, capsys):
+def test_an_output_that_is_not_a_regular_file_is_refused_before_fitting(tmp_path, run):
     real = tmp_path / "real.json"
     real.write_text("keep\n")
     link = tmp_path / "link.json"
     link.symlink_to(real)
-    rc, _, err = run(["fit", EXAMPLE, "-o", link, "--force", "--model", "seed_id"], capsys)
+    rc, _, err = run(["fit", EXAMPLE, "-o", link, "--force", "--model", "seed_id"])
     assert rc == 2 and "is a symbolic link, not a regular file" in err
     assert real.read_text() == "keep\n" and link.is_symlink()
 
 
-def test_predict_interval_adds_bounds_and_names_its_method(fit_json, tmp_path, capsys):
+def test_predict_interval_adds_bounds_and_names_its_method(fit_json, tmp_path, run):
     out = tmp_path / "pred.csv"
-    rc, _, err = run(["predict", fit_json, EXAMPLE, "-o", out, "--interval", "0.9"], capsys)
+    rc, _, err = run(["predict", fit_json, EXAMPLE, "-o", out, "--interval", "0.9"])
     assert rc == 0, err
     got = pd.read_csv(out)
     assert list(got.columns[-3:]) == ["predicted_ms", "lower_ms", "upper_ms"]
@@ -308,26 +294,25 @@ def test_predict_interval_adds_bounds_and_names_its_method(fit_json, tmp_path, c
     assert "interval_calibration" in json.loads(Path(fit_json).read_text())
 
 
-def test_predict_interval_without_calibration_states_the_model_band(tmp_path, capsys):
+def test_predict_interval_without_calibration_states_the_model_band(tmp_path, run):
     fit = tmp_path / "f.json"
-    assert run(["fit", EXAMPLE, "-o", fit, "--model", "seed_id", "--intervals", "none"],
-               capsys)[0] == 0
+    assert run(["fit", EXAMPLE, "-o", fit, "--model", "seed_id", "--intervals", "none"])[0] == 0
     assert "interval_calibration" not in json.loads(fit.read_text())
     rc, stdout, err = run(["predict", fit, EXAMPLE, "-o", tmp_path / "p.csv", "--interval",
-                           "0.8", "--json"], capsys)
+                           "0.8", "--json"])
     assert rc == 0, err
     assert json.loads(stdout)["interval"]["method"] == "model"
     assert "interval 0.8: model" in err
     rc, _, err = run(["predict", fit, EXAMPLE, "-o", tmp_path / "q.csv", "--interval", "0.8",
-                      "--interval-method", "conformal"], capsys)
+                      "--interval-method", "conformal"])
     assert rc == 2 and "interval_calibration" in err and not (tmp_path / "q.csv").exists()
 
 
 @pytest.mark.parametrize("level,needle", [("1.5", "level"), ("0", "level"), ("abc", "invalid"),
                                           ("0.905", "not calibrated")])
-def test_predict_bad_interval_exits_2_with_one_line(fit_json, tmp_path, capsys, level, needle):
+def test_predict_bad_interval_exits_2_with_one_line(fit_json, tmp_path, run, level, needle):
     out = tmp_path / "p.csv"
-    rc, _, err = run(["predict", fit_json, EXAMPLE, "-o", out, "--interval", level], capsys)
+    rc, _, err = run(["predict", fit_json, EXAMPLE, "-o", out, "--interval", level])
     assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
 
@@ -350,9 +335,9 @@ CAP = ["--slo", "ttft_p99=1000,tpot_p99=50", "--prompt-tokens", "uniform:64,192"
        "--max-num-batched-tokens", "768"]
 
 
-def test_capacity_json_keys_and_interval(ctx_fit_json, capsys):
+def test_capacity_json_keys_and_interval(ctx_fit_json, run):
     rc, stdout, err = run(["capacity", ctx_fit_json, *CAP, "--replications", "3", "--rel-tol",
-                           "0.05", "--json"], capsys)
+                           "0.05", "--json"])
     assert rc == 0, err
     d = json.loads(stdout)
     assert {"max_rate", "interval", "slo", "attainment_curve", "assumptions"} <= set(d)
@@ -362,15 +347,14 @@ def test_capacity_json_keys_and_interval(ctx_fit_json, capsys):
     assert d["assumptions"]["engine"]["max_num_batched_tokens"] == 768
     assert d["assumptions"]["workload"]["num_requests"] == 60
     rc, stdout, err = run(["capacity", ctx_fit_json, *CAP, "--mode", "concurrency",
-                           "--replications", "0"], capsys)
+                           "--replications", "0"])
     assert rc == 0, err
     assert stdout.startswith("max concurrency: ") and "attainment" in stdout
 
 
-def test_tune_text_names_the_recommendation(ctx_fit_json, capsys):
+def test_tune_text_names_the_recommendation(ctx_fit_json, run):
     rc, stdout, err = run(["tune", ctx_fit_json, *CAP, "--seqs-grid", "8,32", "--tokens-grid",
-                           "768", "--objective", "goodput", "--load", "4", "--replications", "2"],
-                          capsys)
+                           "768", "--objective", "goodput", "--load", "4", "--replications", "2"])
     assert rc == 0, err
     assert stdout.startswith("recommended: --max-num-seqs ") and "gain" in stdout
 
@@ -385,20 +369,20 @@ def test_tune_text_names_the_recommendation(ctx_fit_json, capsys):
     (["--slo", "ttft=5", "--prompt-tokens", "8", "--output-tokens", "8", "--max-num-seqs", "0"],
      "max_num_seqs"),
 ])
-def test_capacity_bad_input_exits_2(ctx_fit_json, capsys, argv, message):
-    rc, _, err = run(["capacity", ctx_fit_json, *argv, "--replications", "0"], capsys)
+def test_capacity_bad_input_exits_2(ctx_fit_json, run, argv, message):
+    rc, _, err = run(["capacity", ctx_fit_json, *argv, "--replications", "0"])
     assert rc == 2 and message in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_sla_with_a_context_aware_fit_needs_the_context(ctx_fit_json, capsys):
-    rc, _, err = run(["sla", ctx_fit_json, "--batch-size", 8, "--target-ms", 120], capsys)
+def test_sla_with_a_context_aware_fit_needs_the_context(ctx_fit_json, run):
+    rc, _, err = run(["sla", ctx_fit_json, "--batch-size", 8, "--target-ms", 120])
     assert rc == 2 and "--context-tokens" in err and "--workload" in err
     rc, stdout, err = run(["sla", ctx_fit_json, "--batch-size", 8, "--target-ms", 120,
-                           "--context-tokens", 0, "--json"], capsys)
+                           "--context-tokens", 0, "--json"])
     assert rc == 0, err
     d0 = json.loads(stdout)
     rc, stdout, _ = run(["sla", ctx_fit_json, "--batch-size", 8, "--target-ms", 120,
-                         "--context-tokens", 1000, "--json"], capsys)
+                         "--context-tokens", 1000, "--json"])
     d1 = json.loads(stdout)
     a = d1["assumed_context"]
     assert a["context_tokens"] == 1000 and a["model"] == "seed_ctx_mono" and a["context_aware"]
@@ -406,8 +390,8 @@ def test_sla_with_a_context_aware_fit_needs_the_context(ctx_fit_json, capsys):
     assert d1["max_total_tokens"] < d0["max_total_tokens"]
 
 
-def test_sla_recommend_is_labelled_a_diagnostic(fit_json, capsys):
-    rc, stdout, err = run(["sla", fit_json, "--recommend", "--target-ms", 40], capsys)
+def test_sla_recommend_is_labelled_a_diagnostic(fit_json, run):
+    rc, stdout, err = run(["sla", fit_json, "--recommend", "--target-ms", 40])
     assert rc == 0, err
     assert stdout.startswith("diagnostic only") and "perfmodel tune" in stdout
     assert "assumed context: the model has no context terms" in stdout
@@ -423,11 +407,11 @@ def _bench_file(tmp_path, n=40):
     return p, d
 
 
-def test_capacity_and_sla_read_a_bench_result_file(ctx_fit_json, tmp_path, capsys):
+def test_capacity_and_sla_read_a_bench_result_file(ctx_fit_json, tmp_path, run):
     p, d = _bench_file(tmp_path)
     rc, stdout, err = run(["capacity", ctx_fit_json, "--slo", "ttft_p99=1000,tpot_p99=50",
                            "--workload", p, "--num-requests", 80, "--replications", 0,
-                           "--rel-tol", 0.05, "--json"], capsys)
+                           "--rel-tol", 0.05, "--json"])
     assert rc == 0, err
     w = json.loads(stdout)["assumptions"]["workload"]
     assert w["kind"] == "file" and w["num_requests"] == 80
@@ -435,7 +419,7 @@ def test_capacity_and_sla_read_a_bench_result_file(ctx_fit_json, tmp_path, capsy
     lo, hi = min(d["input_lens"]), max(d["input_lens"])
     assert lo <= w["prompt_tokens_range"][0] <= w["prompt_tokens_range"][1] <= hi
     rc, stdout, err = run(["sla", ctx_fit_json, "--batch-size", 8, "--target-ms", 120,
-                           "--workload", p, "--json"], capsys)
+                           "--workload", p, "--json"])
     assert rc == 0, err
     a = json.loads(stdout)["assumed_context"]
     want = np.mean(d["input_lens"]) + np.mean(d["output_lens"]) / 2
@@ -446,27 +430,26 @@ def test_capacity_and_sla_read_a_bench_result_file(ctx_fit_json, tmp_path, capsy
 # convert (Parquet for large traces) and the parallel backend options
 # ---------------------------------------------------------------------------
 
-def test_convert_writes_parquet_that_fits_like_the_csv(tmp_path, capsys):
+def test_convert_writes_parquet_that_fits_like_the_csv(tmp_path, run):
     pytest.importorskip("pyarrow", reason="convert needs pyarrow (perfmodel[parquet])")
     pq = str(tmp_path / "t.parquet")
-    rc, stdout, err = run(["convert", EXAMPLE, "-o", pq, "--json"], capsys)
+    rc, stdout, err = run(["convert", EXAMPLE, "-o", pq, "--json"])
     assert rc == 0, err
     assert json.loads(stdout)["rows"] == len(pd.read_csv(EXAMPLE))
     fits = []
     for src in (EXAMPLE, pq):
         out = str(tmp_path / (Path(src).stem + Path(src).suffix[1:] + ".json"))
-        rc, _, err = run(["fit", src, "-o", out, "--model", "seed_id", "--starts", "1"], capsys)
+        rc, _, err = run(["fit", src, "-o", out, "--model", "seed_id", "--starts", "1"])
         assert rc == 0, err
         fits.append(json.loads(Path(out).read_text())["values"])
     assert fits[0] == fits[1]
-    rc, _, err = run(["convert", EXAMPLE, "-o", str(tmp_path / "t.csv")], capsys)
+    rc, _, err = run(["convert", EXAMPLE, "-o", str(tmp_path / "t.csv")])
     assert rc == 2 and "must end in '.parquet'" in err
-    rc, _, err = run(["convert", EXAMPLE, "-o", pq], capsys)
+    rc, _, err = run(["convert", EXAMPLE, "-o", pq])
     assert rc == 2 and "exists" in err
 
 
-def test_fit_refuses_a_scheduler_without_the_dask_backend(tmp_path, capsys):
+def test_fit_refuses_a_scheduler_without_the_dask_backend(tmp_path, run):
     out = tmp_path / "f.json"
-    rc, _, err = run(["fit", EXAMPLE, "-o", str(out), "--scheduler", "tcp://127.0.0.1:8786"],
-                     capsys)
+    rc, _, err = run(["fit", EXAMPLE, "-o", str(out), "--scheduler", "tcp://127.0.0.1:8786"])
     assert rc == 2 and "only used by backend 'dask'" in err and not out.exists()

@@ -8,26 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perfmodel.cli.main import main
 from perfmodel.core.results import FitResult
 from perfmodel.decisions.simulate import EngineConfig, simulate_open_loop
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "data" / "example" / "example_trace.csv"
 MIRROR = Path(os.environ.get("PERFMODEL_DATA_MIRROR", "/nonexistent")) / "llmservingsim"
-
-
-def run(args, capsys):
-    rc = main([str(a) for a in args])
-    out = capsys.readouterr()
-    return rc, out.out, out.err
-
-
-@pytest.fixture(scope="module")
-def fit_json(tmp_path_factory):
-    p = tmp_path_factory.mktemp("fit") / "fit.json"
-    assert main(["fit", str(EXAMPLE), "-o", str(p), "--model", "seed_id", "--json"]) == 0
-    return p
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +45,9 @@ def run_dir(tmp_path_factory, fit_json):
     return d
 
 
-def test_round_trip_reproduces_the_run(run_dir, fit_json, capsys, tmp_path):
+def test_round_trip_reproduces_the_run(run_dir, fit_json, run, tmp_path):
     out = tmp_path / "per_request.csv"
-    rc, text, err = run(["replay", run_dir, "--fit", fit_json, "--json", "-o", out], capsys)
+    rc, text, err = run(["replay", run_dir, "--fit", fit_json, "--json", "-o", out])
     assert rc == 0, err
     d = json.loads(text)
     for m in ("ttft_ms", "tpot_ms", "latency_ms"):
@@ -75,13 +61,13 @@ def test_round_trip_reproduces_the_run(run_dir, fit_json, capsys, tmp_path):
     csv = out.read_text().splitlines()
     assert csv[0].startswith("request_id,arrival_s,prompt_tokens") and len(csv) == 61
     # the output exists now: refused without --force, exit 2 with one line
-    rc, _, err = run(["replay", run_dir, "--fit", fit_json, "-o", out], capsys)
+    rc, _, err = run(["replay", run_dir, "--fit", fit_json, "-o", out])
     assert rc == 2 and len(err.strip().splitlines()) == 1
 
 
-def test_options_override_the_run(run_dir, fit_json, capsys):
+def test_options_override_the_run(run_dir, fit_json, run):
     rc, text, _ = run(["replay", run_dir, "--fit", fit_json, "--json", "--max-num-seqs", "4",
-                       "--num-gpu-blocks", "5000", "--step-overhead-ms", "1.5"], capsys)
+                       "--num-gpu-blocks", "5000", "--step-overhead-ms", "1.5"])
     assert rc == 0
     d = json.loads(text)
     e = d["assumptions"]["engine"]
@@ -90,19 +76,19 @@ def test_options_override_the_run(run_dir, fit_json, capsys):
     assert d["relative_error"]["ttft_ms"]["mean"] > 0.05      # fewer slots: more queueing
 
 
-def test_bench_result_file(tmp_path, fit_json, capsys):
+def test_bench_result_file(tmp_path, fit_json, run):
     b = {"input_lens": [100, 200, 300, 50], "output_lens": [20, 10, 5, 8],
          "ttfts": [0.1, 0.1, 0.2, 0.05], "itls": [[0.01] * 19, [0.01] * 9, [0.01] * 4, [0.01] * 7],
          "start_times": [10.0, 10.1, 10.3, 10.4], "errors": ["", "", "", ""]}
     p = tmp_path / "bench.json"
     p.write_text(json.dumps(b))
     rc, text, err = run(["replay", p, "--fit", fit_json, "--max-num-seqs", "32",
-                         "--max-num-batched-tokens", "768", "--json"], capsys)
+                         "--max-num-batched-tokens", "768", "--json"])
     assert rc == 0, err
     d = json.loads(text)
     assert d["measured"]["tpot_ms"]["mean"] == pytest.approx(10.0)
     assert d["assumptions"]["kv_cache"]["num_gpu_blocks"] is None
-    rc, text, _ = run(["replay", p, "--fit", fit_json], capsys)
+    rc, text, _ = run(["replay", p, "--fit", fit_json])
     assert rc == 0 and "ttft_ms pred" in text and "ttft_ms err" in text
 
 
@@ -110,12 +96,12 @@ def test_bench_result_file(tmp_path, fit_json, capsys):
     (["--max-num-seqs", "0"], "max_num_seqs"),
     (["--routing", "random"], "invalid choice"),
 ])
-def test_bad_engine_options(run_dir, fit_json, capsys, extra, match):
-    rc, _, err = run(["replay", run_dir, "--fit", fit_json, *extra], capsys)
+def test_bad_engine_options(run_dir, fit_json, run, extra, match):
+    rc, _, err = run(["replay", run_dir, "--fit", fit_json, *extra])
     assert rc == 2 and match in err and len(err.strip().splitlines()) == 1
 
 
-def test_bad_sources(tmp_path, fit_json, capsys):
+def test_bad_sources(tmp_path, fit_json, run):
     w = tmp_path / "w.csv"
     w.write_text("prompt_tokens,output_tokens,arrival_s\n10,5,0\n")
     for args, match in (([tmp_path / "none.jsonl", "--fit", fit_json], "does not exist"),
@@ -123,26 +109,26 @@ def test_bad_sources(tmp_path, fit_json, capsys):
                         ([EXAMPLE, "--fit", fit_json], "missing columns"),
                         ([w, "--fit", tmp_path / "nofit.json"], "does not exist"),
                         ([w, "--profile", tmp_path], "--model-config")):
-        rc, _, err = run(["replay", *args], capsys)
+        rc, _, err = run(["replay", *args])
         assert rc == 2 and match in err, err
         assert len(err.strip().splitlines()) == 1
 
 
-def test_profile_path(capsys):
+def test_profile_path(run):
     pytest.importorskip("perfmodel.core.compose", reason="step composition not in this version")
     run_ = MIRROR / "bench/examples/RTXPRO6000/Llama-3.1-8B"
     bundle = MIRROR / "profiler/perf/RTXPRO6000/meta-llama/Llama-3.1-8B/bf16"
     if not run_.is_dir() or not bundle.is_dir():
         pytest.skip("LLMServingSim files not in PERFMODEL_DATA_MIRROR")
     rc, text, err = run(["replay", run_, "--profile", bundle, "--model-config",
-                         MIRROR / "configs/model/meta-llama/Llama-3.1-8B.json", "--json"], capsys)
+                         MIRROR / "configs/model/meta-llama/Llama-3.1-8B.json", "--json"])
     assert rc == 0, err
     d = json.loads(text)
     assert d["assumptions"]["step_model"]["source"] == "profile"
     assert d["ttft_ms"]["mean"] > 0 and "relative_error" in d
 
 
-def test_profile_path_calls_the_composition_contract(run_dir, fit_json, capsys, monkeypatch,
+def test_profile_path_calls_the_composition_contract(run_dir, fit_json, run, monkeypatch,
                                                      tmp_path):
     """The call perfmodel.core.compose.fit_from_profile must answer (a stand-in module)."""
     import sys
@@ -162,7 +148,7 @@ def test_profile_path_calls_the_composition_contract(run_dir, fit_json, capsys, 
     cfg = tmp_path / "model.json"
     cfg.write_text("{}")
     rc, text, err = run(["replay", run_dir, "--profile", tmp_path, "--model-config", cfg,
-                         "--json"], capsys)
+                         "--json"])
     assert rc == 0, err
     d = json.loads(text)
     assert calls["tp"] == 1 and calls["max_num_seqs"] == 16
@@ -171,5 +157,5 @@ def test_profile_path_calls_the_composition_contract(run_dir, fit_json, capsys, 
     assert calls["max_context"] == max(r["input_toks"] + r["output_toks"] for r in reqs)
     assert d["assumptions"]["step_model"]["composed_mape"] == 0.01
     # the same step model as --fit: the same prediction
-    rc, text2, _ = run(["replay", run_dir, "--fit", fit_json, "--json"], capsys)
+    rc, text2, _ = run(["replay", run_dir, "--fit", fit_json, "--json"])
     assert json.loads(text2)["ttft_ms"] == d["ttft_ms"]

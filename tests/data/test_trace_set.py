@@ -38,16 +38,8 @@ def test_errors_name_the_problem(folder, tmp_path):
         read_trace_set(str(tmp_path / "*"))
 
 
-def test_dask_dataframe_read_equals_the_local_read(folder):
-    distributed = pytest.importorskip("dask.distributed",
-                                      reason="dask[distributed] is not installed")
-    try:
-        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                           dashboard_address=None)
-    except Exception as e:  # noqa: BLE001 - any failure to start means: cannot test here
-        pytest.skip(f"a Dask LocalCluster cannot start on this machine: {e}")
-    with cluster:
-        b = read_trace_set(folder, backend="dask", scheduler=cluster.scheduler_address)
+def test_dask_dataframe_read_equals_the_local_read(folder, local_cluster):
+    b = read_trace_set(folder, backend="dask", scheduler=local_cluster.scheduler_address)
     a = read_trace_set(folder)
     assert list(a.columns) == list(b.columns)
     for c in a.columns:

@@ -552,20 +552,11 @@ def test_bootstrap_huge_n_boot_allocates_nothing_up_front(logfit, monkeypatch):
     assert peak < 20e6
 
 
-def test_bootstrap_on_a_dask_local_cluster_equals_loky(logfit):
-    distributed = pytest.importorskip("dask.distributed",
-                                      reason="dask[distributed] is not installed")
+def test_bootstrap_on_a_dask_local_cluster_equals_loky(logfit, local_cluster):
     fit, _ = logfit
-    try:
-        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                           dashboard_address=None)
-    except Exception as e:  # noqa: BLE001 - any failure to start means: cannot test here
-        pytest.skip(f"a Dask LocalCluster cannot start on this machine: {e}")
-    with cluster:
-        a = U.bootstrap(fit, n_boot=12, scheme="pairs", seed=9, method="bca",
-                        jackknife_groups=4)
-        b = U.bootstrap(fit, n_boot=12, scheme="pairs", seed=9, method="bca",
-                        jackknife_groups=4, backend="dask", scheduler=cluster.scheduler_address)
+    a = U.bootstrap(fit, n_boot=12, scheme="pairs", seed=9, method="bca", jackknife_groups=4)
+    b = U.bootstrap(fit, n_boot=12, scheme="pairs", seed=9, method="bca", jackknife_groups=4,
+                    backend="dask", scheduler=local_cluster.scheduler_address)
     np.testing.assert_array_equal(a.samples, b.samples)
     np.testing.assert_array_equal(a.lower, b.lower)
     np.testing.assert_array_equal(a.upper, b.upper)

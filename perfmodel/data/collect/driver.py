@@ -109,11 +109,7 @@ def drive(adapter: EngineAdapter, workload: Workload, steps: int | None, *,
         for spec in workload.next_requests(view):
             adapter.add(spec)
             plen[spec.name] = spec.prompt_len
-            requests[spec.name] = {"name": spec.name, "prompt_len": spec.prompt_len,
-                                   "max_tokens": spec.max_tokens, "arrival_time": clock(),
-                                   "arrival_step": engine_steps, "first_token_time": None,
-                                   "first_token_step": None, "finish_time": None,
-                                   "finish_step": None, "output_tokens": 0}
+            requests[spec.name] = _request_record(spec, clock(), engine_steps)
         if adapter.counts()[0] == 0:
             stopped_by = "idle"  # the workload added nothing and nothing is running
             break
@@ -124,45 +120,69 @@ def drive(adapter: EngineAdapter, workload: Workload, steps: int | None, *,
         s1 = machine_state.snapshot()
         t_end = clock()
         load = machine_state.loadavg_1min()
-        done_now = []
-        for name, ntok, fin in result.outputs:
-            rec = requests.get(name)
-            if rec is None:
-                continue
-            if ntok > 0 and rec["first_token_time"] is None:
-                rec["first_token_time"], rec["first_token_step"] = t_end, engine_steps
-            rec["output_tokens"] = max(rec["output_tokens"], ntok)
-            if fin and rec["finish_time"] is None:
-                rec["finish_time"], rec["finish_step"] = t_end, engine_steps
-                done_now.append(name)
-        finished = tuple(done_now)
+        finished = _record_outputs(result.outputs, requests, t_end, engine_steps)
         sched = result.sched
         if sched is None or sum(sched.chunk_sizes) == 0:
             empty += 1
         else:
-            dec = sum(1 for r, c, x in zip(sched.req_ids, sched.chunk_sizes, sched.context_lens)
-                      if c == 1 and x >= plen.get(r, 0))
-            fwd, smp = result.forward_ms, result.sample_ms
-            rows.append({
-                "step": engine_steps, "timestamp": round(ts, 6),
-                "batch_size": len(sched.chunk_sizes), "total_tokens": sum(sched.chunk_sizes),
-                "duration_ms": (fwd if math.isfinite(fwd) else 0.0)
-                + (smp if math.isfinite(smp) else 0.0),
-                "chunk_sizes": ";".join(map(str, sched.chunk_sizes)),
-                "context_lens": ";".join(map(str, sched.context_lens)),
-                "num_decode": dec, "num_prefill": len(sched.chunk_sizes) - dec,
-                "forward_ms": fwd, "sample_ms": smp,
-                "step_ms": (s1.wall_s - s0.wall_s) * 1e3,
-                "cpu_ms": (s1.cpu_s - s0.cpu_s) * 1e3,
-                "involuntary_switches": (s1.involuntary_switches - s0.involuntary_switches
-                                         if s0.involuntary_switches >= 0 else -1),
-                "loadavg": load,
-            })
+            rows.append(_step_row(engine_steps, ts, sched, result, plen, (s0, s1), load))
         engine_steps += 1
     end = clock()
     if abort_at_end:
         adapter.abort_all()
     return DriveResult(rows, requests, engine_steps, empty, stopped_by, start, end)
+
+
+def _request_record(spec: RequestSpec, arrival_time: float, step: int) -> dict[str, Any]:
+    """The timing log entry of a request added before engine step ``step``."""
+    return {"name": spec.name, "prompt_len": spec.prompt_len, "max_tokens": spec.max_tokens,
+            "arrival_time": arrival_time, "arrival_step": step,
+            "first_token_time": None, "first_token_step": None,
+            "finish_time": None, "finish_step": None, "output_tokens": 0}
+
+
+def _record_outputs(outputs, requests: dict[str, dict[str, Any]], t_end: float,
+                    step: int) -> tuple[str, ...]:
+    """Log first-token and finish times of ``outputs``; return the requests that finished."""
+    done_now = []
+    for name, ntok, fin in outputs:
+        rec = requests.get(name)
+        if rec is None:
+            continue
+        if ntok > 0 and rec["first_token_time"] is None:
+            rec["first_token_time"], rec["first_token_step"] = t_end, step
+        rec["output_tokens"] = max(rec["output_tokens"], ntok)
+        if fin and rec["finish_time"] is None:
+            rec["finish_time"], rec["finish_step"] = t_end, step
+            done_now.append(name)
+    return tuple(done_now)
+
+
+def _step_row(step: int, ts: float, sched: StepSched, result: StepResult,
+              plen: dict[str, int], snaps, load) -> dict[str, Any]:
+    """One trace row: the batch of a model run, its timings and the machine state around it.
+
+    ``snaps`` are the :func:`machine_state.snapshot` before and after the step.
+    """
+    s0, s1 = snaps
+    dec = sum(1 for r, c, x in zip(sched.req_ids, sched.chunk_sizes, sched.context_lens)
+              if c == 1 and x >= plen.get(r, 0))
+    fwd, smp = result.forward_ms, result.sample_ms
+    return {
+        "step": step, "timestamp": round(ts, 6),
+        "batch_size": len(sched.chunk_sizes), "total_tokens": sum(sched.chunk_sizes),
+        "duration_ms": (fwd if math.isfinite(fwd) else 0.0)
+        + (smp if math.isfinite(smp) else 0.0),
+        "chunk_sizes": ";".join(map(str, sched.chunk_sizes)),
+        "context_lens": ";".join(map(str, sched.context_lens)),
+        "num_decode": dec, "num_prefill": len(sched.chunk_sizes) - dec,
+        "forward_ms": fwd, "sample_ms": smp,
+        "step_ms": (s1.wall_s - s0.wall_s) * 1e3,
+        "cpu_ms": (s1.cpu_s - s0.cpu_s) * 1e3,
+        "involuntary_switches": (s1.involuntary_switches - s0.involuntary_switches
+                                 if s0.involuntary_switches >= 0 else -1),
+        "loadavg": load,
+    }
 
 
 def schedule_signature(df: pd.DataFrame) -> str:

@@ -100,6 +100,19 @@ def _check_float(name: str, value: Any, low: float, high: float) -> float:
     return check_number(f"argument {name!r}", value, lo=low, hi=high)
 
 
+def _check_engine(p: dict[str, Any]) -> dict[str, int]:
+    """The engine settings every workload has: ``token_cap`` >= 16, ``max_num_seqs`` >= 1."""
+    return {"token_cap": _check_int("token_cap", p["token_cap"], 16),
+            "max_num_seqs": _check_int("max_num_seqs", p["max_num_seqs"], 1)}
+
+
+def _check_ordered(out: dict[str, Any], *pairs: tuple[str, str]) -> None:
+    """Raise unless ``out[lo] <= out[hi]`` for every ``(lo, hi)`` of ``pairs``."""
+    for lo, hi in pairs:
+        if out[lo] > out[hi]:
+            raise InputError(f"argument {lo!r} ({out[lo]}) exceeds {hi!r} ({out[hi]})")
+
+
 def _check_int_tuple(name: str, value: Any, low: int) -> tuple[int, ...]:
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         raise InputError(f"argument {name!r} must be a list of integers, got {value!r}")
@@ -209,10 +222,9 @@ class Mixed(Workload):
     }
 
     def _validate(self, p):
-        cap = _check_int("token_cap", p["token_cap"], 16)
-        out = {
-            "token_cap": cap,
-            "max_num_seqs": _check_int("max_num_seqs", p["max_num_seqs"], 1),
+        out = _check_engine(p)
+        cap = out["token_cap"]
+        out |= {
             "burst_prob": _check_float("burst_prob", p["burst_prob"], 0.0, 1.0),
             "burst_mean": _check_float("burst_mean", p["burst_mean"], 1.0, 1e4),
             "max_inflight": _check_int("max_inflight", p["max_inflight"], 1),
@@ -224,9 +236,7 @@ class Mixed(Workload):
             "budget_min": _check_int("budget_min", p["budget_min"], 1, cap),
             "phase_steps": _check_int("phase_steps", p["phase_steps"], 1),
         }
-        for lo, hi in (("prompt_min", "prompt_max"), ("output_min", "output_max")):
-            if out[lo] > out[hi]:
-                raise InputError(f"argument {lo!r} ({out[lo]}) exceeds {hi!r} ({out[hi]})")
+        _check_ordered(out, ("prompt_min", "prompt_max"), ("output_min", "output_max"))
         return out
 
     def __init__(self, seed, steps, **params):
@@ -402,9 +412,7 @@ class FixedTokens(Workload):
                 "prompt_max": 1024, "output_max_levels": (4, 16, 64, 128), "phase_steps": 100}
 
     def _validate(self, p):
-        out = {
-            "token_cap": _check_int("token_cap", p["token_cap"], 16),
-            "max_num_seqs": _check_int("max_num_seqs", p["max_num_seqs"], 1),
+        out = _check_engine(p) | {
             "backlog": _check_int("backlog", p["backlog"], 1),
             "prompt_min": _check_int("prompt_min", p["prompt_min"], 1),
             "prompt_max": _check_int("prompt_max", p["prompt_max"], 1),
@@ -412,9 +420,7 @@ class FixedTokens(Workload):
                                                   p["output_max_levels"], 1),
             "phase_steps": _check_int("phase_steps", p["phase_steps"], 1),
         }
-        if out["prompt_min"] > out["prompt_max"]:
-            raise InputError(f"argument 'prompt_min' ({out['prompt_min']}) exceeds "
-                             f"'prompt_max' ({out['prompt_max']})")
+        _check_ordered(out, ("prompt_min", "prompt_max"))
         return out
 
     def __init__(self, seed, steps, **params):
@@ -451,9 +457,7 @@ class ClosedLoop(Workload):
                 "prompt_len": 32, "output_len": 50}
 
     def _validate(self, p):
-        return {
-            "token_cap": _check_int("token_cap", p["token_cap"], 16),
-            "max_num_seqs": _check_int("max_num_seqs", p["max_num_seqs"], 1),
+        return _check_engine(p) | {
             "num_requests": _check_int("num_requests", p["num_requests"], 1),
             "concurrency": _check_int("concurrency", p["concurrency"], 1),
             "prompt_len": _check_int("prompt_len", p["prompt_len"], 1),

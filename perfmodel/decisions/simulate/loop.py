@@ -239,6 +239,22 @@ def _fast(rep: _Replica, st: _State, cfg, step: int):
     return np.concatenate(parts_p), np.concatenate(parts_n), starved, False, full
 
 
+def _slow_order(need: list, gen: list, policy: str) -> tuple[list, list]:
+    """Running positions scheduled before and after admissions, by ``policy``.
+
+    A decode needs one token and has generated at least one; ``fcfs`` keeps running
+    order, ``decode_first`` puts the decodes first, ``prefill_first`` schedules
+    the decodes only after the admissions.
+    """
+    m = len(need)
+    dec = [need[p] == 1 and gen[p] > 0 for p in range(m)]
+    if policy == "fcfs":
+        return list(range(m)), []
+    if policy == "decode_first":
+        return [p for p in range(m) if dec[p]] + [p for p in range(m) if not dec[p]], []
+    return [p for p in range(m) if not dec[p]], [p for p in range(m) if dec[p]]
+
+
 def _slow(rep: _Replica, st: _State, cfg, step: int):
     """The per-request loop: budget cut-offs, caps, KV allocation failures, preemption."""
     ids, comp, tgt, gen, Os, blk = (x.tolist() for x in (rep.ids, rep.comp, rep.tgt, rep.gen,
@@ -250,13 +266,7 @@ def _slow(rep: _Replica, st: _State, cfg, step: int):
     if thr > 0:
         need = [min(x, thr) for x in need]
     m = len(ids)
-    dec = [need[p] == 1 and gen[p] > 0 for p in range(m)]
-    if cfg.policy == "fcfs":
-        before, after = list(range(m)), []
-    elif cfg.policy == "decode_first":
-        before, after = [p for p in range(m) if dec[p]] + [p for p in range(m) if not dec[p]], []
-    else:
-        before, after = [p for p in range(m) if not dec[p]], [p for p in range(m) if dec[p]]
+    before, after = _slow_order(need, gen, cfg.policy)
     sched: dict = {}            # position -> tokens, insertion order = batch order
     alive = list(range(m))      # running order; the tail is the preemption victim
     state = {"budget": budget, "partial": 0, "preempted": False}
