@@ -146,18 +146,17 @@ def read_trace(path, *, drop_invalid: bool = False, require_duration: bool = Tru
 def _load(p: Path, fmt: str, lists: str) -> tuple[pd.DataFrame, str]:
     """The raw table of a file and the reader that gave it (``'typed'`` or ``'general'``).
 
-    Every failure of the general parsers becomes one :class:`InputError`
-    naming the file: empty, an optional package missing, or unreadable in
-    its format.
+    Every failure of either reader becomes one :class:`InputError` naming
+    the file: empty, an optional package missing, or unreadable in its
+    format.  A file the typed reader does not take (:class:`NotCanonical`, or
+    no pyarrow) goes to the general one.
     """
-    df = None
-    if lists == "arrow":
-        try:
-            df = _read_typed(p, fmt)
-        except (NotCanonical, ImportError):
-            df = None
-    reader = "general" if df is None else "typed"
     try:
+        df = None
+        if lists == "arrow":
+            with contextlib.suppress(NotCanonical, ImportError):
+                df = _read_typed(p, fmt)
+        reader = "general" if df is None else "typed"
         if df is None:
             df = _read(p, fmt)
     except InputError:

@@ -119,3 +119,12 @@ def test_trace_sha256_matches_hashlib(tmp_path):
     assert read_trace(path)["duration_ms"].tolist() == [1.0]
     with pytest.raises(InputError, match="does not exist"):
         trace_sha256(tmp_path / "missing.csv")
+
+
+@pytest.mark.parametrize("lists", ["text", "arrow"])
+def test_a_file_without_a_header_is_refused_by_either_reader(tmp_path, lists):
+    """The typed reader (lists='arrow') fails as the general one does: one InputError."""
+    path = tmp_path / "blank.csv"
+    path.write_text("\n\n")
+    with pytest.raises(InputError, match=r"blank\.csv' is empty \(no header, no rows\)"):
+        read_trace(path, lists=lists)
