@@ -102,15 +102,6 @@ def test_parquet_round_trip_keeps_lists_typed(trace_csv, tmp_path):
         TT.write_parquet(src, out)
 
 
-def test_blockwise_features_equal_the_whole_trace(trace_csv, monkeypatch):
-    df = T.read_trace(trace_csv, lists="arrow")
-    whole = T.step_features(df, counts_keys=True)
-    monkeypatch.setattr(T, "FEATURE_BLOCK", 7)
-    blocks = T.step_features(df, counts_keys=True)
-    for k in whole:
-        np.testing.assert_array_equal(whole[k], blocks[k])
-
-
 def test_row_reduce_sums_integers_exactly_like_bincount():
     rng = np.random.default_rng(0)
     counts = rng.integers(0, 5, 50)
