@@ -109,8 +109,11 @@ def client_loop(run_dir) -> tuple[float, int | None]:
     return rate, (None if conc is None else int(conc))
 
 
-def attained(ttft_ms, tpot_ms, slo: SLO) -> np.ndarray:
-    """Per request: within every limit of ``slo`` (a NaN TPOT, one output token, meets it)."""
+def attained(ttft_ms, tpot_ms, slo: SLO, latency_ms=None) -> np.ndarray:
+    """Per request: within every limit of ``slo`` (a NaN TPOT, one output token, meets it).
+
+    ``latency_ms`` is needed when ``slo`` limits the end-to-end latency.
+    """
     if not isinstance(slo, SLO):
         raise InputError(f"slo must be an SLO, got {type(slo).__name__}")
     ttft, tpot = np.asarray(ttft_ms, float), np.asarray(tpot_ms, float)
@@ -121,6 +124,13 @@ def attained(ttft_ms, tpot_ms, slo: SLO) -> np.ndarray:
         ok &= ttft <= slo.ttft_ms
     if slo.tpot_ms is not None:
         ok &= ~(tpot > slo.tpot_ms)
+    if slo.e2e_ms is not None:
+        if latency_ms is None:
+            raise InputError("slo limits the latency (e2e): give latency_ms")
+        lat = np.asarray(latency_ms, float)
+        if lat.shape != ttft.shape:
+            raise InputError("latency_ms and ttft_ms differ in length")
+        ok &= lat <= slo.e2e_ms
     return ok
 
 
@@ -186,8 +196,8 @@ def replay_run(fit, work: pd.DataFrame, engine: EngineConfig, slo: SLO, *,
     arr, lat = work["arrival_s"].to_numpy(), work["latency_ms"].to_numpy()
     thr_m = float(O.sum() / (float(np.max(arr + lat / 1e3)) - float(arr.min())))
     out["output_tok_s"] = _pair(thr_m, sim.output_throughput_tok_s)
-    ok_m = attained(work["ttft_ms"], work["tpot_ms"], slo)
-    ok_p = attained(r["ttft_s"] * 1000.0, r["tpot_ms"], slo)
+    ok_m = attained(work["ttft_ms"], work["tpot_ms"], slo, lat)
+    ok_p = attained(r["ttft_s"] * 1000.0, r["tpot_ms"], slo, r["e2e_s"] * 1000.0)
     out["goodput_req_s"] = _pair(goodput(arr, lat, ok_m),
                                  goodput(r["arrival_s"], r["e2e_s"] * 1000.0, ok_p))
     out["attainment"] = {"measured": float(ok_m.mean()), "predicted": float(ok_p.mean())}
@@ -274,10 +284,21 @@ def error_table(result) -> pd.DataFrame:
 
     Columns ``run``, ``client`` (rate and limits, or the closed loop), then per
     metric and quantile ``<metric> <q> measured``, ``... predicted`` (ms) and
-    ``... error`` (relative, a fraction); the training run is left out.
+    ``... error`` (relative, a fraction); the training run is left out.  Rows
+    in order: open-loop runs with the training run's limits by rate, closed
+    loops by concurrency, runs with other limits by rate.
     """
+    runs = _check_result(result)["runs"]
+    base = runs.get(result.get("train"), {}).get("engine")
+
+    def order(item):
+        name, r = item
+        closed = r.get("max_concurrency") is not None and math.isinf(r["request_rate"])
+        group = 1 if closed else (0 if r["engine"] == base else 2)
+        return (group, r["request_rate"], r.get("max_concurrency") or 0, name)
+
     rows = []
-    for name, res in _check_result(result)["runs"].items():
+    for name, res in sorted(runs.items(), key=order):
         if not res.get("held_out", True):
             continue
         row = {"run": name, "client": _label(name, res)}
@@ -307,7 +328,7 @@ def repeat_spread(result, prefix: str = "repeat-") -> dict[str, float]:
     return out
 
 
-def capacity_check(result, target: float = 0.99) -> dict:
+def capacity_check(result, target: float | None = None) -> dict:
     """The capacity answer against measured SLO attainment per request rate.
 
     Measured runs used: open-loop runs with the engine limits the capacity was
@@ -318,8 +339,14 @@ def capacity_check(result, target: float = 0.99) -> dict:
     failing rate), ``max_rate``, ``lower``, ``upper`` (the predicted answer and
     its interval) and ``inside`` (both ``last_pass`` and ``first_fail`` lie in
     the interval: the measured failure point is bracketed inside it).
+    ``target`` defaults to the SLO's attainment target (``result['slo']``).
     """
     res = _check_result(result)
+    if target is None:
+        target = (res.get("slo") or {}).get("attainment")
+    if not isinstance(target, (int, float)) or not 0 < target <= 1:
+        raise InputError(f"target must be an attainment in (0, 1] (or in result['slo']), "
+                         f"got {target!r}")
     cap = res.get("capacity") or {}
     if cap.get("max_rate") is None:
         raise InputError("result has no capacity answer (validate_series' 'capacity')")

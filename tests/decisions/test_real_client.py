@@ -46,6 +46,10 @@ def test_attained_and_goodput_by_hand():
     assert rc.goodput([0.0, 0.5, 1.0], [1000.0, 500.0, 500.0], [1, 1, 1]) == pytest.approx(2.0)
     with pytest.raises(InputError, match="slo"):
         rc.attained([1], [1], "ttft_p99=1")
+    e2e = SLO(ttft_ms=None, tpot_ms=None, e2e_ms=100.0)
+    assert rc.attained([1, 1], [1, 1], e2e, [100, 101]).tolist() == [True, False]
+    with pytest.raises(InputError, match="latency_ms"):
+        rc.attained([1], [1], e2e)
     with pytest.raises(InputError, match="one length"):
         rc.goodput([0.0], [1.0, 2.0], [1])
 
@@ -106,7 +110,7 @@ def _result():
                  _res("repeat-2", 4.0, 0.98, ttft=110.0), _res("conc-4", math.inf, 1.0, conc=4),
                  _res("budget-default-6", 6.0, 0.9, lim=(128, 2048), good=4.9),
                  _res("budget-tuned-6", 6.0, 0.98, lim=(16, 256), good=5.4)])
-    return {"runs": runs, "capacity": {"max_rate": 6.3, "engine": {
+    return {"runs": runs, "slo": {"attainment": 0.99}, "capacity": {"max_rate": 6.3, "engine": {
         "max_num_seqs": 32, "max_num_batched_tokens": 768},
         "interval": {"level": 0.9, "lower": 4.7, "upper": 7.7}}}
 
@@ -130,6 +134,9 @@ def test_paper_items_on_a_hand_built_result():
     assert bud["config"].tolist() == ["default", "tuned"]
     assert bud["goodput measured"].tolist() == [4.9, 5.4]
     assert bud["max_num_seqs"].tolist() == [128, 16]
+    assert rc.capacity_check(res, target=0.9)["first_fail"] == 8.0   # 0.96 meets 0.9
+    with pytest.raises(InputError, match="target"):
+        rc.capacity_check({**res, "slo": {}})
     with pytest.raises(InputError, match="repeat"):
         rc.repeat_spread(res, prefix="nothing-")
     with pytest.raises(InputError, match="result"):
