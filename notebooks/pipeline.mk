@@ -61,6 +61,8 @@ $(NB_BUILD)/03_residual_diagnostics.ipynb $(NB_BUILD)/06_cross_validation.ipynb 
   $(wildcard data/vllm-cpu/*/*)
 # 12_gpu_replay reads only the LLMServingSim runs and bundles of the public mirror (each file
 # pinned by sha256 in the dataset registry): no local data dependency
+# 13_real_client replays the committed real-client series (vllm serve + vllm bench serve runs)
+$(NB_BUILD)/13_real_client.ipynb: $(wildcard data/vllm-serve/*/*/*)
 # full mode tabulates the stored coverage study (scripts/coverage_study.py, ~20 min)
 $(NB_BUILD)/04_uncertainty.ipynb: $(wildcard paper/results/*)
 

@@ -1,0 +1,408 @@
+"""Request-level validation against the real client: `vllm serve` + `vllm bench serve`.
+
+Problem
+-------
+A step model is only useful for decisions if the requests it is meant to
+serve come out as predicted.  A *series* is a folder of runs collected by
+``scripts/collect_vllm_serve.sh``: one folder per run with the engine-side
+step log ``steps.csv``, the client's ``bench.json`` (``vllm bench serve
+--save-result --save-detailed``) and ``meta.json`` (the server command).
+:func:`validate_series` fits the model of record
+(:func:`perfmodel.core.model.default_for`) on the step log of ONE run,
+estimates the per-step time outside the model run from that same log
+(:func:`~perfmodel.decisions.simulate.validation.estimate_step_overhead`,
+consecutive step starts), and for every other run replays the client's own
+requests through the simulator with the run's engine limits: lengths from
+``bench.json``; an open-loop run (a finite ``request_rate``) with the
+recorded arrival times, a closed-loop run (``--request-rate inf
+--max-concurrency C``) as C clients that re-issue the next request when one
+finishes.  Measured timings are only compared with, never fitted to.  It
+also asks :func:`perfmodel.decisions.capacity.capacity` for the highest
+request rate meeting the SLO (with its interval), to compare with the rates
+at which the measured runs met or missed it.
+
+The paper items are built from the result by one function each:
+:func:`error_table` (per held-out run, measured and predicted TTFT / TPOT /
+latency p50 and p99 and the errors), :func:`repeat_spread` (run-to-run
+spread of same-seed repeats), :func:`capacity_check` (predicted capacity
+against measured attainment per rate) and :func:`budget_table` (vLLM's
+default limits against a tuned budget).
+
+Checked in ``tests/decisions/test_real_client.py`` against a hand-built
+series (a constant step model: TTFT and TPOT by hand) and, when present,
+against the committed series ``data/vllm-serve/llama-small-20261126``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from perfmodel.core.fit import fit_model
+from perfmodel.core.model import default_for
+from perfmodel.data.requests import load_workload
+from perfmodel.data.trace import read_trace
+from perfmodel.decisions.capacity import capacity
+from perfmodel.decisions.requests_workload import SLO, Workload
+from perfmodel.decisions.simulate import EngineConfig, simulate_closed_loop, simulate_open_loop
+from perfmodel.decisions.simulate.results import latency_stats
+from perfmodel.decisions.simulate.validation import estimate_step_overhead
+from perfmodel.errors import InputError
+
+__all__ = ["METRICS", "VLLM_CPU_SERVE_DEFAULTS", "attained", "budget_table", "capacity_check",
+           "client_loop", "error_table", "fit_run", "goodput", "repeat_spread", "replay_run",
+           "run_limits", "validate_series"]
+
+#: request metrics compared, each at p50 and p99
+METRICS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "latency_ms")
+QUANTILES: tuple[str, ...] = ("p50", "p99")
+
+#: vLLM 0.32's defaults for `vllm serve` on a CPU with one worker (its
+#: ``EngineArgs.get_batch_defaults``: OPENAI_API_SERVER, world size 1), used when a
+#: run's server command sets no limit
+VLLM_CPU_SERVE_DEFAULTS = {"max_num_seqs": 128, "max_num_batched_tokens": 2048}
+
+
+def _run_dir(run_dir) -> Path:
+    p = Path(run_dir)
+    if not (p / "bench.json").is_file():
+        raise InputError(f"run_dir {str(p)!r} has no bench.json (a vllm bench serve result)")
+    return p
+
+
+def run_limits(run_dir) -> dict[str, int]:
+    """The server's scheduler limits of a run: its command's flags, else vLLM's defaults.
+
+    Reads ``meta.json``'s ``server_command`` (``--max-num-seqs N``,
+    ``--max-num-batched-tokens N``), then ``server.log`` (``max_num_seqs=N``);
+    a limit named in neither is :data:`VLLM_CPU_SERVE_DEFAULTS`'s.
+    """
+    p = _run_dir(run_dir)
+    meta = json.loads((p / "meta.json").read_text()) if (p / "meta.json").is_file() else {}
+    cmd = meta.get("server_command") or ""
+    cmd = " ".join(cmd) if isinstance(cmd, list) else str(cmd)
+    log = (p / "server.log").read_text(errors="replace") if (p / "server.log").is_file() else ""
+    out = {}
+    for key in ("max_num_seqs", "max_num_batched_tokens"):
+        m = re.search(rf"--{key.replace('_', '-')}[ =](\d+)", cmd) or re.search(
+            rf"{key}=(\d+)", log)
+        out[key] = int(m.group(1)) if m else VLLM_CPU_SERVE_DEFAULTS[key]
+    return out
+
+
+def client_loop(run_dir) -> tuple[float, int | None]:
+    """``(request_rate, max_concurrency)`` of the client, from ``bench.json``.
+
+    ``request_rate`` is ``inf`` for ``--request-rate inf``; ``max_concurrency``
+    is None when the client set no cap.  A run with an infinite rate and a cap
+    is a closed loop of that many clients.
+    """
+    b = json.loads((_run_dir(run_dir) / "bench.json").read_text())
+    rate = float(b.get("request_rate", math.inf))
+    conc = b.get("max_concurrency")
+    return rate, (None if conc is None else int(conc))
+
+
+def attained(ttft_ms, tpot_ms, slo: SLO, latency_ms=None) -> np.ndarray:
+    """Per request: within every limit of ``slo`` (a NaN TPOT, one output token, meets it).
+
+    ``latency_ms`` is needed when ``slo`` limits the end-to-end latency.
+    """
+    if not isinstance(slo, SLO):
+        raise InputError(f"slo must be an SLO, got {type(slo).__name__}")
+    ttft, tpot = np.asarray(ttft_ms, float), np.asarray(tpot_ms, float)
+    if ttft.shape != tpot.shape:
+        raise InputError(f"ttft_ms and tpot_ms differ in length ({ttft.size} vs {tpot.size})")
+    ok = np.ones(ttft.size, bool)
+    if slo.ttft_ms is not None:
+        ok &= ttft <= slo.ttft_ms
+    if slo.tpot_ms is not None:
+        ok &= ~(tpot > slo.tpot_ms)
+    if slo.e2e_ms is not None:
+        if latency_ms is None:
+            raise InputError("slo limits the latency (e2e): give latency_ms")
+        lat = np.asarray(latency_ms, float)
+        if lat.shape != ttft.shape:
+            raise InputError("latency_ms and ttft_ms differ in length")
+        ok &= lat <= slo.e2e_ms
+    return ok
+
+
+def goodput(arrival_s, latency_ms, ok) -> float:
+    """Requests within the SLO per second, over first arrival to last completion."""
+    a, lat, ok = (np.asarray(x, float) for x in (arrival_s, latency_ms, ok))
+    if not (a.size == lat.size == ok.size) or a.size == 0:
+        raise InputError("arrival_s, latency_ms and ok must be non-empty and of one length")
+    span = float(np.max(a + lat / 1000.0) - np.min(a))
+    if not span > 0:
+        raise InputError("the run spans no time (last completion <= first arrival)")
+    return float(ok.sum() / span)
+
+
+def fit_run(run_dir) -> tuple[Any, pd.DataFrame, float]:
+    """Fit the model of record on a run's step log: ``(fit, steps, step_overhead_ms)``."""
+    p = _run_dir(run_dir)
+    if not (p / "steps.csv").is_file():
+        raise InputError(f"run_dir {str(p)!r} has no steps.csv (run without the step logger?)")
+    steps = read_trace(p / "steps.csv")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = fit_model(steps, model=default_for(steps))
+    overhead = float(estimate_step_overhead(steps, method="timestamp").overhead_ms)
+    return fit, steps, overhead
+
+
+def _pair(measured, predicted) -> dict:
+    err = None if not measured or predicted is None else (predicted - measured) / measured
+    return {"measured": measured, "predicted": predicted, "error": err}
+
+
+def replay_run(fit, work: pd.DataFrame, engine: EngineConfig, slo: SLO, *,
+               concurrency: int | None = None) -> dict:
+    """Replay one measured run's requests and compare with what the client measured.
+
+    ``work`` is :func:`perfmodel.data.requests.load_workload`'s table of the
+    run (lengths, arrivals, measured timings).  ``concurrency`` None replays
+    the recorded arrival times (open loop); an integer C replays a closed
+    loop of C clients issuing the requests in the file's order.  Returns per
+    metric and quantile ``{measured, predicted, error}`` (error relative to
+    the measured value), ``output_tok_s``, ``goodput_req_s`` and
+    ``attainment`` (share of requests within the SLO).
+    """
+    missing = [c for c in ("prompt_tokens", "output_tokens", "arrival_s", *METRICS)
+               if c not in getattr(work, "columns", ())]
+    if missing:
+        raise InputError(f"work lacks columns {missing} (a measured run's load_workload table)")
+    P, O = work["prompt_tokens"].to_numpy(), work["output_tokens"].to_numpy()
+    if concurrency is None:
+        sim = simulate_open_loop(fit, prompt_tokens=P, output_tokens=O, engine=engine,
+                                 arrival_times=work["arrival_s"].to_numpy(), keep_steps=False)
+    else:
+        sim = simulate_closed_loop(fit, len(work), concurrency, P, O, engine=engine,
+                                   keep_steps=False)
+    r = sim.requests
+    pred = sim.latency_stats()
+    meas = latency_stats(work["ttft_ms"], work["tpot_ms"], work["latency_ms"])
+    out: dict[str, Any] = {"n": len(work)}
+    for m in METRICS:
+        for q in QUANTILES:
+            out[f"{m}_{q}"] = _pair(meas[m][q], pred[m][q])
+    arr, lat = work["arrival_s"].to_numpy(), work["latency_ms"].to_numpy()
+    thr_m = float(O.sum() / (float(np.max(arr + lat / 1e3)) - float(arr.min())))
+    out["output_tok_s"] = _pair(thr_m, sim.output_throughput_tok_s)
+    ok_m = attained(work["ttft_ms"], work["tpot_ms"], slo, lat)
+    ok_p = attained(r["ttft_s"] * 1000.0, r["tpot_ms"], slo, r["e2e_s"] * 1000.0)
+    out["goodput_req_s"] = _pair(goodput(arr, lat, ok_m),
+                                 goodput(r["arrival_s"], r["e2e_s"] * 1000.0, ok_p))
+    out["attainment"] = {"measured": float(ok_m.mean()), "predicted": float(ok_p.mean())}
+    return out
+
+
+def _engine(limits: dict, overhead: float) -> EngineConfig:
+    return EngineConfig(max_num_seqs=int(limits["max_num_seqs"]),
+                        max_num_batched_tokens=int(limits["max_num_batched_tokens"]),
+                        policy="fcfs", step_overhead_ms=overhead)
+
+
+def validate_series(series, train: str, slo="ttft_p99=1000,tpot_p99=50", *,
+                    replications: int = 20, seed: int = 0) -> dict:
+    """Fit on run ``train`` of ``series``, replay every run, and compute the capacity answer.
+
+    Parameters
+    ----------
+    series : folder of run folders (each with ``bench.json``, ``meta.json``;
+        the training run also ``steps.csv``)
+    train : name of the run whose step log the model is fitted on
+    slo : :class:`SLO` or its text form (``ttft_p99=MS,tpot_p99=MS``)
+    replications : searches for the capacity interval (0: none)
+    seed : base seed of :func:`~perfmodel.decisions.capacity.capacity`
+
+    Returns
+    -------
+    dict (JSON-safe after :func:`perfmodel._io.json_safe`): ``train``,
+    ``model``, ``n_steps``, ``step_overhead_ms``, ``slo``, ``runs`` (name ->
+    :func:`replay_run`'s dict plus ``engine``, ``request_rate``,
+    ``max_concurrency``, ``held_out``; a closed-loop run also
+    ``open_loop_replay``: the same replayed with its recorded start times
+    instead, the ablation) and ``capacity`` (``max_rate``, ``interval``, the
+    engine limits and request lengths it assumed).
+    """
+    root = Path(series)
+    if not root.is_dir():
+        raise InputError(f"series {str(root)!r} is not a folder")
+    slo = slo if isinstance(slo, SLO) else SLO.parse(slo)
+    runs = sorted(d for d in root.iterdir() if (d / "bench.json").is_file())
+    if train not in {d.name for d in runs}:
+        raise InputError(f"train {train!r} is not a run of {str(root)!r}")
+    fit, steps, overhead = fit_run(root / train)
+    result: dict[str, Any] = {"train": train, "model": fit.model_name, "n_steps": len(steps),
+                              "step_overhead_ms": overhead, "slo": slo.as_dict(), "runs": {}}
+    for d in runs:
+        lim, (rate, conc) = run_limits(d), client_loop(d)
+        work, eng = load_workload(d / "bench.json"), _engine(lim, overhead)
+        closed = conc if (math.isinf(rate) and conc is not None) else None
+        res = replay_run(fit, work, eng, slo, concurrency=closed)
+        if closed is not None:
+            res["open_loop_replay"] = replay_run(fit, work, eng, slo)
+        res.update(engine=lim, request_rate=rate, max_concurrency=conc,
+                   held_out=d.name != train)
+        result["runs"][d.name] = res
+    wt = load_workload(root / train / "bench.json")
+    wl = Workload(prompt_tokens=wt["prompt_tokens"].to_numpy(),
+                  output_tokens=wt["output_tokens"].to_numpy())
+    lim = run_limits(root / train)
+    cap = capacity(fit, wl, slo, mode="rate", engine=_engine(lim, overhead),
+                   replications=replications, seed=seed)
+    result["capacity"] = {"max_rate": cap["max_rate"], "interval": cap["interval"],
+                          "engine": lim, "workload": f"request lengths of {train}"}
+    return result
+
+
+def _check_result(result) -> dict:
+    if not isinstance(result, dict) or not isinstance(result.get("runs"), dict) \
+            or not result["runs"]:
+        raise InputError("result must be validate_series' dict (with non-empty 'runs')")
+    return result
+
+
+def _label(name: str, res: dict) -> str:
+    lim = res["engine"]
+    if res.get("max_concurrency") is not None and math.isinf(res["request_rate"]):
+        return f"closed loop, {res['max_concurrency']} clients"
+    return (f"{res['request_rate']:g} req/s, {lim['max_num_seqs']} / "
+            f"{lim['max_num_batched_tokens']}")
+
+
+def error_table(result) -> pd.DataFrame:
+    """Per held-out run (rows): measured and predicted p50 / p99 of each metric, and the error.
+
+    Columns ``run``, ``client`` (rate and limits, or the closed loop), then per
+    metric and quantile ``<metric> <q> measured``, ``... predicted`` (ms) and
+    ``... error`` (relative, a fraction); the training run is left out.  Rows
+    in order: open-loop runs with the training run's limits by rate, closed
+    loops by concurrency, runs with other limits by rate.
+    """
+    runs = _check_result(result)["runs"]
+    base = runs.get(result.get("train"), {}).get("engine")
+
+    def order(item):
+        name, r = item
+        closed = r.get("max_concurrency") is not None and math.isinf(r["request_rate"])
+        group = 1 if closed else (0 if r["engine"] == base else 2)
+        return (group, r["request_rate"], r.get("max_concurrency") or 0, name)
+
+    rows = []
+    for name, res in sorted(runs.items(), key=order):
+        if not res.get("held_out", True):
+            continue
+        row = {"run": name, "client": _label(name, res)}
+        for m in METRICS:
+            for q in QUANTILES:
+                v = res[f"{m}_{q}"]
+                for k in ("measured", "predicted", "error"):
+                    row[f"{m} {q} {k}"] = v[k] if v[k] is not None else float("nan")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def repeat_spread(result, prefix: str = "repeat-") -> dict[str, float]:
+    """Run-to-run spread of the same-seed repeats: half the range over the mean, per metric.
+
+    Uses the runs named ``<prefix>*`` (identical requests and arrivals); keys
+    ``<metric> <q>``, values fractions (e.g. 0.12 for +-12 %).  Needs >= 2 repeats.
+    """
+    reps = [r for n, r in _check_result(result)["runs"].items() if n.startswith(prefix)]
+    if len(reps) < 2:
+        raise InputError(f"repeat_spread needs >= 2 runs named {prefix!r}*, found {len(reps)}")
+    out = {}
+    for m in METRICS:
+        for q in QUANTILES:
+            v = np.array([r[f"{m}_{q}"]["measured"] for r in reps], float)
+            out[f"{m} {q}"] = float((v.max() - v.min()) / 2 / v.mean())
+    return out
+
+
+def capacity_check(result, target: float | None = None) -> dict:
+    """The capacity answer against measured SLO attainment per request rate.
+
+    Measured runs used: open-loop runs with the engine limits the capacity was
+    computed for.  Returns ``per_rate`` (DataFrame: ``rate``, ``runs``,
+    ``measured`` = lowest attainment over the runs at that rate,
+    ``predicted`` = the replay's, ``meets``), ``last_pass`` (highest rate
+    below which every measured rate met ``target``), ``first_fail`` (lowest
+    failing rate), ``max_rate``, ``lower``, ``upper`` (the predicted answer and
+    its interval) and ``inside`` (both ``last_pass`` and ``first_fail`` lie in
+    the interval: the measured failure point is bracketed inside it).
+    ``target`` defaults to the SLO's attainment target (``result['slo']``).
+    """
+    res = _check_result(result)
+    if target is None:
+        target = (res.get("slo") or {}).get("attainment")
+    if not isinstance(target, (int, float)) or not 0 < target <= 1:
+        raise InputError(f"target must be an attainment in (0, 1] (or in result['slo']), "
+                         f"got {target!r}")
+    cap = res.get("capacity") or {}
+    if cap.get("max_rate") is None:
+        raise InputError("result has no capacity answer (validate_series' 'capacity')")
+    lim = cap["engine"]
+    rows = [{"rate": r["request_rate"], "run": n, "measured": r["attainment"]["measured"],
+             "predicted": r["attainment"]["predicted"]}
+            for n, r in res["runs"].items()
+            if r["engine"] == lim and r.get("max_concurrency") is None
+            and math.isfinite(r["request_rate"])]
+    if not rows:
+        raise InputError("no open-loop run with the capacity's engine limits")
+    df = pd.DataFrame(rows).groupby("rate").agg(
+        runs=("run", "count"), measured=("measured", "min"),
+        predicted=("predicted", "min")).reset_index()
+    df["meets"] = df["measured"] >= target
+    fails = df.loc[~df["meets"], "rate"]
+    first_fail = float(fails.min()) if len(fails) else None
+    below = df[df["rate"] < first_fail] if first_fail is not None else df
+    last_pass = float(below["rate"].max()) if len(below) else None
+    iv = cap.get("interval") or {}
+    lower, upper = iv.get("lower"), iv.get("upper")
+    inside = None
+    if None not in (last_pass, first_fail, lower, upper):
+        inside = bool(lower <= last_pass and first_fail <= upper)
+    return {"per_rate": df, "last_pass": last_pass, "first_fail": first_fail,
+            "max_rate": float(cap["max_rate"]), "lower": lower, "upper": upper,
+            "level": iv.get("level"), "inside": inside, "target": target}
+
+
+def budget_table(result, pairs=(("budget-default-{}", "budget-tuned-{}"),),
+                 rates=None) -> pd.DataFrame:
+    """vLLM's default limits against the tuned budget, per rate: measured and predicted goodput.
+
+    Pairs runs named ``budget-default-<rate>`` / ``budget-tuned-<rate>`` (every
+    rate present when ``rates`` is None).  Columns ``rate``, ``config``
+    (``default`` / ``tuned``), ``max_num_seqs``, ``max_num_batched_tokens``,
+    ``goodput measured``, ``goodput predicted`` (req/s), ``attainment
+    measured``, ``attainment predicted``.
+    """
+    runs = _check_result(result)["runs"]
+    rows = []
+    for fmt_d, fmt_t in pairs:
+        pat = re.compile(re.escape(fmt_d).replace(r"\{\}", r"(.+)") + "$")
+        found = sorted((float(m.group(1)), m.group(1)) for n in runs if (m := pat.match(n)))
+        for rate, txt in found:
+            if rates is not None and rate not in rates:
+                continue
+            for cfg, fmt in (("default", fmt_d), ("tuned", fmt_t)):
+                r = runs.get(fmt.format(txt))
+                if r is None:
+                    raise InputError(f"budget run {fmt.format(txt)!r} missing for rate {txt}")
+                rows.append({"rate": rate, "config": cfg, **r["engine"],
+                             "goodput measured": r["goodput_req_s"]["measured"],
+                             "goodput predicted": r["goodput_req_s"]["predicted"],
+                             "attainment measured": r["attainment"]["measured"],
+                             "attainment predicted": r["attainment"]["predicted"]})
+    if not rows:
+        raise InputError("no budget-default-<rate> / budget-tuned-<rate> runs in result")
+    return pd.DataFrame(rows)

@@ -1,0 +1,159 @@
+"""Tests of perfmodel.decisions.real_client: hand-checked replays with a constant step model,
+the paper-item functions on a hand-built result, and the committed real-client series."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfmodel.decisions import real_client as rc
+from perfmodel.decisions.requests_workload import SLO
+from perfmodel.decisions.simulate import EngineConfig
+from perfmodel.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[2]
+SERIES = ROOT / "data" / "vllm-serve" / "llama-small-20261126"
+
+
+class Const:
+    """A step of 10 ms whatever the batch."""
+
+    def predict(self, f):
+        return np.full(len(f["B"]), 10.0)
+
+
+def _run(tmp_path, name, *, rate=4.0, conc=None, cmd="vllm serve m --max-num-seqs 8"):
+    d = tmp_path / name
+    d.mkdir()
+    (d / "bench.json").write_text(json.dumps({
+        "request_rate": "inf" if rate is None else rate, "max_concurrency": conc,
+        "input_lens": [8, 8], "output_lens": [3, 3], "start_times": [0.0, 1.0],
+        "ttfts": [0.01, 0.01], "itls": [[0.01, 0.01]] * 2, "latencies": [0.03, 0.03],
+        "errors": ["", ""]}))
+    (d / "meta.json").write_text(json.dumps({"server_command": cmd}))
+    return d
+
+
+def test_attained_and_goodput_by_hand():
+    slo = SLO.parse("ttft_p99=100,tpot_p99=20")
+    ok = rc.attained([50, 150, 100, 10], [10, 10, 25, np.nan], slo)
+    assert ok.tolist() == [True, False, False, True]   # NaN TPOT (one token) meets it
+    # 3 good requests over first arrival 0 s to last completion 1.5 s
+    assert rc.goodput([0.0, 0.5, 1.0], [1000.0, 500.0, 500.0], [1, 1, 1]) == pytest.approx(2.0)
+    with pytest.raises(InputError, match="slo"):
+        rc.attained([1], [1], "ttft_p99=1")
+    e2e = SLO(ttft_ms=None, tpot_ms=None, e2e_ms=100.0)
+    assert rc.attained([1, 1], [1, 1], e2e, [100, 101]).tolist() == [True, False]
+    with pytest.raises(InputError, match="latency_ms"):
+        rc.attained([1], [1], e2e)
+    with pytest.raises(InputError, match="one length"):
+        rc.goodput([0.0], [1.0, 2.0], [1])
+
+
+def test_run_limits_and_client_loop(tmp_path):
+    d = _run(tmp_path, "a")
+    assert rc.run_limits(d) == {"max_num_seqs": 8, "max_num_batched_tokens": 2048}
+    assert rc.client_loop(d) == (4.0, None)
+    c = _run(tmp_path, "c", rate=None, conc=2, cmd="vllm serve m")
+    assert rc.run_limits(c) == rc.VLLM_CPU_SERVE_DEFAULTS
+    rate, conc = rc.client_loop(c)
+    assert math.isinf(rate) and conc == 2
+    with pytest.raises(InputError, match="bench.json"):
+        rc.run_limits(tmp_path / "missing")
+
+
+def _work(arrivals, ttft=10.0, tpot=10.0, lat=30.0):
+    n = len(arrivals)
+    return pd.DataFrame({"prompt_tokens": [8] * n, "output_tokens": [3] * n,
+                         "arrival_s": arrivals, "ttft_ms": [ttft] * n,
+                         "tpot_ms": [tpot] * n, "latency_ms": [lat] * n})
+
+
+def test_replay_run_open_and_closed_loop_by_hand():
+    eng = EngineConfig(max_num_seqs=4, max_num_batched_tokens=16, policy="fcfs")
+    slo = SLO.parse("ttft_p99=15,tpot_p99=20")
+    # open loop, arrivals 1 s apart: each request alone, 3 steps of 10 ms
+    # (prefill + first token, two decodes): TTFT 10, TPOT 10, latency 30 ms
+    out = rc.replay_run(Const(), _work([0.0, 1.0]), eng, slo)
+    for k in ("ttft_ms_p50", "tpot_ms_p50", "latency_ms_p99"):
+        assert out[k]["error"] == pytest.approx(0.0, abs=1e-9)
+    assert out["attainment"] == {"measured": 1.0, "predicted": 1.0}
+    # one client: the second request is issued when the first finishes (30 ms), whatever the
+    # recorded start times say; both have TTFT 10 ms, goodput 2 over 60 ms
+    closed = rc.replay_run(Const(), _work([0.0, 5.0]), eng, slo, concurrency=1)
+    assert closed["ttft_ms_p50"]["predicted"] == pytest.approx(10.0)
+    assert closed["goodput_req_s"]["predicted"] == pytest.approx(2 / 0.060)
+    # both at once, open loop: one step prefills both, B = 2 -> same times, TTFT 10 ms
+    both = rc.replay_run(Const(), _work([0.0, 0.0]), eng, SLO.parse("ttft_p99=5"))
+    assert both["attainment"]["predicted"] == 0.0
+    with pytest.raises(InputError, match="lacks columns"):
+        rc.replay_run(Const(), _work([0.0]).drop(columns="ttft_ms"), eng, slo)
+
+
+def _res(name, rate, att, *, lim=(32, 768), conc=None, held=True, ttft=100.0, good=1.0):
+    pair = {"measured": ttft, "predicted": 0.9 * ttft, "error": -0.1}
+    r = {f"{m}_{q}": dict(pair) for m in rc.METRICS for q in ("p50", "p99")}
+    r.update(attainment={"measured": att, "predicted": 1.0}, request_rate=rate,
+             max_concurrency=conc, held_out=held,
+             engine={"max_num_seqs": lim[0], "max_num_batched_tokens": lim[1]},
+             goodput_req_s={"measured": good, "predicted": good * 1.1, "error": 0.1})
+    return name, r
+
+
+def _result():
+    runs = dict([_res("rate-1", 1.0, 1.0), _res("rate-5.5", 5.5, 1.0), _res("rate-6", 6.0, 0.96),
+                 _res("rate-8", 8.0, 0.02), _res("repeat-1", 4.0, 1.0, held=False, ttft=90.0),
+                 _res("repeat-2", 4.0, 0.98, ttft=110.0), _res("conc-4", math.inf, 1.0, conc=4),
+                 _res("budget-default-6", 6.0, 0.9, lim=(128, 2048), good=4.9),
+                 _res("budget-tuned-6", 6.0, 0.98, lim=(16, 256), good=5.4)])
+    return {"runs": runs, "slo": {"attainment": 0.99}, "capacity": {"max_rate": 6.3, "engine": {
+        "max_num_seqs": 32, "max_num_batched_tokens": 768},
+        "interval": {"level": 0.9, "lower": 4.7, "upper": 7.7}}}
+
+
+def test_paper_items_on_a_hand_built_result():
+    res = _result()
+    tab = rc.error_table(res)
+    assert "repeat-1" not in set(tab["run"]) and len(tab) == len(res["runs"]) - 1
+    assert tab.loc[tab.run == "conc-4", "client"].item() == "closed loop, 4 clients"
+    assert tab["tpot_ms p99 error"].eq(-0.1).all()
+    # repeats measured 90 and 110: half the range (10) over the mean (100)
+    assert rc.repeat_spread(res)["ttft_ms p50"] == pytest.approx(0.1)
+    chk = rc.capacity_check(res)
+    # repeat-2 misses the 0.99 target at 4 req/s: the measured SLO fails from 4 on
+    assert chk["first_fail"] == 4.0 and chk["last_pass"] == 1.0 and chk["inside"] is False
+    assert set(chk["per_rate"]["rate"]) == {1.0, 4.0, 5.5, 6.0, 8.0}   # no budget, no closed loop
+    res["runs"]["repeat-2"]["attainment"]["measured"] = 1.0
+    chk = rc.capacity_check(res)
+    assert (chk["last_pass"], chk["first_fail"], chk["inside"]) == (5.5, 6.0, True)
+    bud = rc.budget_table(res)
+    assert bud["config"].tolist() == ["default", "tuned"]
+    assert bud["goodput measured"].tolist() == [4.9, 5.4]
+    assert bud["max_num_seqs"].tolist() == [128, 16]
+    assert rc.capacity_check(res, target=0.9)["first_fail"] == 8.0   # 0.96 meets 0.9
+    with pytest.raises(InputError, match="target"):
+        rc.capacity_check({**res, "slo": {}})
+    with pytest.raises(InputError, match="repeat"):
+        rc.repeat_spread(res, prefix="nothing-")
+    with pytest.raises(InputError, match="result"):
+        rc.error_table({"runs": {}})
+
+
+@pytest.mark.skipif(not (SERIES / "repeat-1" / "steps.csv").is_file(),
+                    reason="the committed real-client series is not in this checkout")
+def test_committed_series():
+    res = rc.validate_series(SERIES, "repeat-1", replications=0)
+    assert res["model"] == "seed_ctx_mono" and not res["runs"]["repeat-1"]["held_out"]
+    assert 0.1 < res["step_overhead_ms"] < 2.0
+    for name in ("conc-4", "conc-16"):
+        r = res["runs"][name]
+        assert r["max_concurrency"] in (4, 16) and "open_loop_replay" in r
+    # light load: the engine is rarely busy, TPOT p50 within 10 % (the done-when bound)
+    assert abs(res["runs"]["rate-1"]["tpot_ms_p50"]["error"]) < 0.10
+    assert rc.capacity_check(res)["inside"] is None      # no interval without replications
+    with pytest.raises(InputError, match="not a run"):
+        rc.validate_series(SERIES, "no-such-run", replications=0)
