@@ -242,7 +242,7 @@ def fold_groups(df: pd.DataFrame, *, time_ordered: bool | None = None,
 
     Notes
     -----
-    Verified by property tests (``tests/stats/test_validation.py``): no two rows
+    Verified by property tests (``tests/stats/test_folds.py``): no two rows
     with the same ``config``, the same schedule or the same time block have
     different labels, and rows are merged only through such links (the
     labels equal a brute-force union-find).
@@ -385,7 +385,7 @@ def make_folds(df: pd.DataFrame, scheme: str = "grouped", k: int = 5, seed: int 
 
     Notes
     -----
-    Verified by property tests (``tests/stats/test_validation.py``) on random
+    Verified by property tests (``tests/stats/test_folds.py``) on random
     traces with replicates, identical steps under other configurations,
     dropped steps and several runs. 'grouped' gives the same folds as the
     former ``compare.make_splits`` wherever the groups are the same (checked
