@@ -329,6 +329,41 @@ def replicate_floor(df: pd.DataFrame, *, replicate: str = "replicate", key: str 
     if key is None:
         key = "config" if isinstance(df, pd.DataFrame) and "config" in df.columns else "step"
     window = check_int_range("replicate_floor: window", window, 3)
+    y, d, runs = _runs_table(df, replicate, key, order)
+    ok, notes = _matched_steps(df, d, runs.size, key)
+    lab = (df[by].astype(str).to_numpy() if by and by in df.columns else None)
+    d, y_ok = d[ok].copy(), y[ok]
+    lab_ok = lab[ok] if lab is not None else None
+    if d.empty:
+        return NoiseFloor("none", np.nan, np.nan, np.nan, np.nan, np.nan, 0, 0, np.nan, key=key,
+                          note="; ".join(notes) or "no key is in every run")
+    drift = _drift(d, lab_ok, window)
+    y_corr = d["y"].to_numpy() * np.exp(-drift.to_numpy())
+    g = d["key"].to_numpy()
+    cv, oc, orw, ng, nr, rep = _stats(y_ok, g)
+    cv2, oc2, _, _, _, _ = _stats(y_corr, g)
+    err, err_raw = np.full(y.size, np.nan), np.full(y.size, np.nan)
+    err[ok], err_raw[ok] = _scaled_median_errors(y_ok, g)
+    by_group = _by_group_drift(y_ok, y_corr, g, lab_ok) if lab_ok is not None else {}
+    notes.insert(0, f"{runs.size} runs matched by {key!r}; drift = rolling median over "
+                    f"{int(window)} steps of each run" + (f" per {by!r}" if lab_ok is not None
+                                                          else ""))
+    return NoiseFloor("replicate runs", 100.0 * float(np.nanmean(err)),
+                      100.0 * float(np.nanmean(err_raw)), float(cv.median()),
+                      oc, orw, ng, nr, rep, row_errors=err,
+                      median_cv_drift_removed=float(cv2.median()),
+                      oracle_mape_drift_removed=oc2, window=int(window),
+                      by=by if lab_ok is not None else None, key=key,
+                      drift_range=(float(np.exp(drift.min())), float(np.exp(drift.max()))),
+                      by_group=by_group, note="; ".join(notes))
+
+
+def _runs_table(df, replicate: str, key: str, order: str):
+    """Check the columns of :func:`replicate_floor`; return ``(y, table, run names)``.
+
+    The table has one row per step: ``y`` (ms), ``rep`` (run), ``key`` and
+    ``t`` (time order), all runs' keys as text.
+    """
     need = ["duration_ms", replicate, key] + ([order] if order != key else [])
     y = _check_df(df, list(dict.fromkeys(need)), "replicate_floor")
     if order not in df.columns:
@@ -342,6 +377,11 @@ def replicate_floor(df: pd.DataFrame, *, replicate: str = "replicate", key: str 
     if runs.size < 2:
         raise InputError(f"replicate_floor: column {replicate!r} names {runs.size} run; "
                          "two or more replicate runs are needed")
+    return y, d, runs
+
+
+def _matched_steps(df, d, n_runs_total: int, key: str) -> tuple[np.ndarray, list[str]]:
+    """Rows whose key is in every run with one schedule, and notes on those left out."""
     sched_cols = [c for c in ("batch_size", "total_tokens", "chunk_sizes", "context_lens")
                   if c in df.columns]
     sched = df[sched_cols].astype(str).agg("|".join, axis=1).to_numpy() if sched_cols else None
@@ -352,7 +392,7 @@ def replicate_floor(df: pd.DataFrame, *, replicate: str = "replicate", key: str 
                          f"{int(dup.sum())} rows (first {np.flatnonzero(dup)[:5].tolist()}); "
                          "choose a key that identifies one step of a run")
     n_runs = d.groupby("key")["rep"].transform("nunique").to_numpy()
-    ok = n_runs == runs.size
+    ok = n_runs == n_runs_total
     if sched is not None:
         same = pd.Series(sched).groupby(d["key"].to_numpy()).transform("nunique").to_numpy() == 1
         if (~same & ok).any():
@@ -362,46 +402,28 @@ def replicate_floor(df: pd.DataFrame, *, replicate: str = "replicate", key: str 
     if (~ok).any():
         notes.append(f"{int((~ok).sum())} rows left out (key not in every run or schedule "
                      "differs)")
-    lab = (df[by].astype(str).to_numpy() if by and by in df.columns else None)
-    d, y_ok = d[ok].copy(), y[ok]
-    lab_ok = lab[ok] if lab is not None else None
-    if d.empty:
-        return NoiseFloor("none", np.nan, np.nan, np.nan, np.nan, np.nan, 0, 0, np.nan, key=key,
-                          note="; ".join(notes) or "no key is in every run")
+    return ok, notes
+
+
+def _drift(d, lab_ok, window: int) -> pd.Series:
+    """Log drift factor of each row (index of ``d``): the rolling median of the log ratio to
+    the key's geometric replicate mean, within each run (and label) in time order."""
     logy = np.log(d["y"])
-    d["lr"] = logy - logy.groupby(d["key"]).transform("mean")
-    d["lab"] = lab_ok if lab_ok is not None else ""
-    d = d.sort_values(["rep", "t"], kind="stable")
+    srt = d.assign(lr=logy - logy.groupby(d["key"]).transform("mean"),
+                   lab=lab_ok if lab_ok is not None else "").sort_values(["rep", "t"],
+                                                                         kind="stable")
     minp = max(3, int(window) // 4)
-    drift = d.groupby(["rep", "lab"], sort=False)["lr"].transform(
+    drift = srt.groupby(["rep", "lab"], sort=False)["lr"].transform(
         lambda x: x.rolling(int(window), center=True, min_periods=minp).median())
-    drift = drift.fillna(0.0).reindex(d.index)
-    d = d.sort_index()
-    drift = drift.sort_index()
-    y_corr = d["y"].to_numpy() * np.exp(-drift.to_numpy())
-    g = d["key"].to_numpy()
-    cv, oc, orw, ng, nr, rep = _stats(y_ok, g)
-    cv2, oc2, _, _, _, _ = _stats(y_corr, g)
-    err, err_raw = np.full(y.size, np.nan), np.full(y.size, np.nan)
-    err[ok], err_raw[ok] = _scaled_median_errors(y_ok, g)
-    by_group = {}
-    if lab_ok is not None:
-        raw = _by_group(y_ok, g, lab_ok)
-        cor = _by_group(y_corr, g, lab_ok)
-        for k in raw:
-            by_group[k] = {**raw[k], "median_cv_drift_removed": cor[k]["median_cv"],
-                           "oracle_mape_drift_removed": cor[k]["oracle_mape"]}
-    notes.insert(0, f"{runs.size} runs matched by {key!r}; drift = rolling median over "
-                    f"{int(window)} steps of each run" + (f" per {by!r}" if lab_ok is not None
-                                                          else ""))
-    return NoiseFloor("replicate runs", 100.0 * float(np.nanmean(err)),
-                      100.0 * float(np.nanmean(err_raw)), float(cv.median()),
-                      oc, orw, ng, nr, rep, row_errors=err,
-                      median_cv_drift_removed=float(cv2.median()),
-                      oracle_mape_drift_removed=oc2, window=int(window),
-                      by=by if lab_ok is not None else None, key=key,
-                      drift_range=(float(np.exp(drift.min())), float(np.exp(drift.max()))),
-                      by_group=by_group, note="; ".join(notes))
+    return drift.fillna(0.0).reindex(srt.index).sort_index()
+
+
+def _by_group_drift(y_ok, y_corr, g, lab_ok) -> dict[str, dict[str, float]]:
+    """Per-label breakdown, raw and drift-removed."""
+    raw = _by_group(y_ok, g, lab_ok)
+    cor = _by_group(y_corr, g, lab_ok)
+    return {k: {**raw[k], "median_cv_drift_removed": cor[k]["median_cv"],
+                "oracle_mape_drift_removed": cor[k]["oracle_mape"]} for k in raw}
 
 
 def noise_floor(df: pd.DataFrame, *, window: int = DRIFT_WINDOW) -> NoiseFloor:

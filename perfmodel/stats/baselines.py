@@ -116,10 +116,21 @@ def _request_features(df: pd.DataFrame, name: str = "df") -> dict[str, np.ndarra
 # ----------------------------------------------------------------------------
 # least squares core
 # ----------------------------------------------------------------------------
-def _lstsq(X: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> tuple[np.ndarray, int]:
-    """(Weighted) least squares with column scaling; returns coef and rank."""
+def _column_scale(X: np.ndarray) -> np.ndarray:
+    """Largest absolute value of each column (1 for an all-zero column): the solvers' scaling."""
     scale = np.abs(X).max(axis=0)
     scale[scale == 0] = 1.0
+    return scale
+
+
+def _root_weights(y: np.ndarray, w: np.ndarray | None) -> np.ndarray:
+    """Square roots of the row weights (ones when unweighted)."""
+    return np.ones_like(y) if w is None else np.sqrt(w)
+
+
+def _lstsq(X: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> tuple[np.ndarray, int]:
+    """(Weighted) least squares with column scaling; returns coef and rank."""
+    scale = _column_scale(X)
     Xs = X / scale
     if w is not None:
         sw = np.sqrt(w)
@@ -128,10 +139,15 @@ def _lstsq(X: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> tuple[np.ndarr
     return coef / scale, int(rank)
 
 
-def _not_fitted(obj) -> None:
-    from sklearn.exceptions import NotFittedError
+def _nnls(X: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> tuple[np.ndarray, int]:
+    """Non-negative (weighted) least squares with column scaling; returns coef and rank."""
+    from scipy.optimize import nnls
 
-    raise NotFittedError(f"{type(obj).__name__} is not fitted: call fit(df) first")
+    scale = _column_scale(X)
+    Xs = X / scale
+    sw = _root_weights(y, w)
+    coef, _ = nnls(Xs * sw[:, None], y * sw, maxiter=50 * X.shape[1])
+    return coef / scale, int(np.linalg.matrix_rank(Xs))
 
 
 class Baseline:
@@ -139,6 +155,14 @@ class Baseline:
 
     name: str = "baseline"
     relative: bool = False
+    #: the solver of :meth:`fit`: ``(X, y, weights) -> (coef, rank)`` (least squares; NNLS
+    #: where every coefficient must be >= 0)
+    _solve = staticmethod(_lstsq)
+    #: the attribute that fitting sets and prediction needs
+    _fitted_attr = "coef_"
+
+    def __init__(self, relative: bool = False):
+        self.relative = relative
 
     @property
     def n_params(self) -> int | None:
@@ -151,6 +175,18 @@ class Baseline:
         if not isinstance(self.relative, (bool, np.bool_)):
             raise InputError(f"`relative` must be True or False, got {self.relative!r}")
 
+    def _train_features(self, df: pd.DataFrame) -> dict[str, np.ndarray]:
+        """Check ``relative`` and the training trace; return its step features (with ``T``)."""
+        self._check_relative()
+        return check_step_columns(df, need_y=True)
+
+    def _check_fitted(self) -> None:
+        """Raise scikit-learn's ``NotFittedError`` before ``fit`` has run."""
+        if not hasattr(self, self._fitted_attr):
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError(f"{type(self).__name__} is not fitted: call fit(df) first")
+
     def _weights(self, T: np.ndarray) -> np.ndarray | None:
         # relative error is the fit's 'weight' scale (perfmodel.core.scale): weights 1/T^2
         return WEIGHT.weights(T) if self.relative else None
@@ -158,8 +194,7 @@ class Baseline:
     @property
     def params_(self) -> dict[str, float]:
         """Fitted coefficients by name."""
-        if not hasattr(self, "coef_"):
-            _not_fitted(self)
+        self._check_fitted()
         return dict(zip(self._param_names, map(float, self.coef_)))
 
     def _design(self, df: pd.DataFrame, feats: dict[str, np.ndarray]) -> np.ndarray:
@@ -167,17 +202,15 @@ class Baseline:
 
     def fit(self, df: pd.DataFrame) -> Baseline:
         """Fit on a step trace with ``duration_ms``; return self."""
-        self._check_relative()
-        feats = check_step_columns(df, need_y=True)
+        feats = self._train_features(df)
         X = self._design(df, feats)
-        self.coef_, self.rank_ = _lstsq(X, feats["T"], self._weights(feats["T"]))
+        self.coef_, self.rank_ = self._solve(X, feats["T"], self._weights(feats["T"]))
         self.n_train_ = len(df)
         return self
 
     def predict(self, df: pd.DataFrame) -> np.ndarray:
         """Predicted step time (ms) for each row of ``df``."""
-        if not hasattr(self, "coef_"):
-            _not_fitted(self)
+        self._check_fitted()
         feats = check_step_columns(df, need_y=False)
         return self._design(df, feats) @ self.coef_
 
@@ -199,9 +232,6 @@ class LinearBS(Baseline):
     name = "linear"
     _param_names = ("a", "b", "c")
 
-    def __init__(self, relative: bool = False):
-        self.relative = relative
-
     def _design(self, df, feats):
         return np.column_stack([np.ones_like(feats["B"]), feats["B"], feats["S"]])
 
@@ -219,9 +249,6 @@ class ConstantThroughput(Baseline):
     name = "constant_throughput"
     _param_names = ("a", "inv_P")
 
-    def __init__(self, relative: bool = False):
-        self.relative = relative
-
     def _design(self, df, feats):
         return np.column_stack([np.ones_like(feats["S"]), feats["S"]])
 
@@ -229,12 +256,10 @@ class ConstantThroughput(Baseline):
         """Fit a and 1/P >= 0 by bounded least squares; return self."""
         from scipy.optimize import lsq_linear
 
-        self._check_relative()
-        feats = check_step_columns(df, need_y=True)
+        feats = self._train_features(df)
         X, y = self._design(df, feats), feats["T"]
-        scale = np.abs(X).max(axis=0)
-        w = self._weights(y)
-        sw = np.ones_like(y) if w is None else np.sqrt(w)
+        scale = _column_scale(X)
+        sw = _root_weights(y, self._weights(y))
         res = lsq_linear((X / scale) * sw[:, None], y * sw,
                          bounds=([-np.inf, 0.0], [np.inf, np.inf]), method="bvls")
         self.coef_ = res.x / scale
@@ -267,9 +292,6 @@ class DistServe(Baseline):
     name = "distserve"
     _param_names = ("a", "b_prefill_tokens", "c_prefill_sq", "d_decode_ctx", "e_decode_reqs")
 
-    def __init__(self, relative: bool = False):
-        self.relative = relative
-
     def _design(self, df, feats):
         f = _request_features(df)
         return np.column_stack([np.ones(len(df)), f["s_prefill"], f["prefill_sq"],
@@ -285,6 +307,8 @@ class Polynomial(Baseline):
     Flexible inside the data, poor outside it: the extrapolation split
     (:func:`perfmodel.stats.validation.extrapolation_split`) shows it.
     """
+
+    _fitted_attr = "pipeline_"
 
     def __init__(self, degree: int = 2, relative: bool = False):
         self.degree = degree
@@ -306,8 +330,7 @@ class Polynomial(Baseline):
 
         if self.degree not in (2, 3) or isinstance(self.degree, bool):
             raise InputError(f"`degree` must be 2 or 3, got {self.degree!r}")
-        self._check_relative()
-        feats = check_step_columns(df, need_y=True)
+        feats = self._train_features(df)
         X = np.column_stack([feats["B"], feats["S"]])
         self.pipeline_ = make_pipeline(
             StandardScaler(), PolynomialFeatures(self.degree, include_bias=False),
@@ -319,8 +342,7 @@ class Polynomial(Baseline):
 
     def predict(self, df: pd.DataFrame) -> np.ndarray:
         """Predicted step time (ms)."""
-        if not hasattr(self, "pipeline_"):
-            _not_fitted(self)
+        self._check_fitted()
         feats = check_step_columns(df, need_y=False)
         return self.pipeline_.predict(np.column_stack([feats["B"], feats["S"]]))
 
@@ -344,6 +366,7 @@ class RandomForest(Baseline):
 
     name = "random_forest"
     _CTX_FEATURES = (*_CONTEXT, "n_decode")
+    _fitted_attr = "forest_"
 
     def __init__(self, n_estimators: int = 200, min_samples_leaf: int = 2,
                  max_features: float | str | None = 1.0, use_context: str | bool = "auto",
@@ -374,8 +397,7 @@ class RandomForest(Baseline):
         if self.use_context not in ("auto", True, False):
             raise InputError(f"`use_context` must be 'auto', True or False, "
                              f"got {self.use_context!r}")
-        self._check_relative()
-        feats = check_step_columns(df, need_y=True)
+        feats = self._train_features(df)
         use = _has_requests(df) if self.use_context == "auto" else bool(self.use_context)
         X = self._X(df, feats, use)
         y = np.log(feats["T"]) if self.relative else feats["T"]
@@ -389,8 +411,7 @@ class RandomForest(Baseline):
 
     def predict(self, df: pd.DataFrame) -> np.ndarray:
         """Predicted step time (ms)."""
-        if not hasattr(self, "forest_"):
-            _not_fitted(self)
+        self._check_fitted()
         feats = check_step_columns(df, need_y=False)
         X = self._X(df, feats, len(self.features_) > 2)
         p = self.forest_.predict(X)
@@ -399,8 +420,7 @@ class RandomForest(Baseline):
     @property
     def feature_importances_(self) -> dict[str, float]:
         """Impurity importances by feature name."""
-        if not hasattr(self, "forest_"):
-            _not_fitted(self)
+        self._check_fitted()
         return dict(zip(self.features_, map(float, self.forest_.feature_importances_)))
 
     def __repr__(self) -> str:
@@ -424,36 +444,13 @@ class NonNegLinearCtx(Baseline):
 
     name = "nnls_ctx"
     _param_names = ("c_0", "c_B", "c_S", "c_attn", "c_kv", "c_kv_mixed")
-
-    def __init__(self, relative: bool = False):
-        self.relative = relative
+    _solve = staticmethod(_nnls)  # every coefficient >= 0
 
     def _design(self, df, feats):
         f = _request_features(df)
         mixed = (f["attn_prefill"] > 0).astype(float)
         return np.column_stack([np.ones(len(df)), feats["B"], feats["S"], f["attn_prefill"],
                                 f["ctx_sum"], f["ctx_sum"] * mixed])
-
-    def fit(self, df: pd.DataFrame) -> NonNegLinearCtx:
-        """Fit every coefficient >= 0 by NNLS; return self."""
-        self._check_relative()
-        feats = check_step_columns(df, need_y=True)
-        self.coef_, self.rank_ = _nnls(self._design(df, feats), feats["T"],
-                                       self._weights(feats["T"]))
-        self.n_train_ = len(df)
-        return self
-
-
-def _nnls(X: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> tuple[np.ndarray, int]:
-    """Non-negative (weighted) least squares with column scaling; returns coef and rank."""
-    from scipy.optimize import nnls
-
-    scale = np.abs(X).max(axis=0)
-    scale[scale == 0] = 1.0
-    Xs = X / scale
-    sw = np.ones_like(y) if w is None else np.sqrt(w)
-    coef, _ = nnls(Xs * sw[:, None], y * sw, maxiter=50 * X.shape[1])
-    return coef / scale, int(np.linalg.matrix_rank(Xs))
 
 
 class SplitwiseInterp(Baseline):
@@ -471,9 +468,7 @@ class SplitwiseInterp(Baseline):
     """
 
     name = "splitwise_interp"
-
-    def __init__(self, relative: bool = False):
-        self.relative = relative
+    _fitted_attr = "profiles_"
 
     @property
     def n_params(self) -> None:
@@ -485,8 +480,7 @@ class SplitwiseInterp(Baseline):
 
     def fit(self, df: pd.DataFrame) -> SplitwiseInterp:
         """Build the per-phase profiles; return self."""
-        self._check_relative()
-        feats = check_step_columns(df, need_y=True)
+        feats = self._train_features(df)
         dec = self._phase(feats)
         self.profiles_ = {}
         for name, sel in (("decode", dec), ("prefill", ~dec)):
@@ -498,8 +492,7 @@ class SplitwiseInterp(Baseline):
 
     def predict(self, df: pd.DataFrame) -> np.ndarray:
         """Interpolated step time (ms)."""
-        if not hasattr(self, "profiles_"):
-            _not_fitted(self)
+        self._check_fitted()
         feats = check_step_columns(df, need_y=False)
         dec = self._phase(feats)
         out = np.empty(len(df))
@@ -546,6 +539,7 @@ class Roofline(Baseline):
 
     name = "roofline"
     _param_names = ("a", "b")
+    _solve = staticmethod(_nnls)  # a, b >= 0
 
     def __init__(self, model_config: dict | None = None, peak_tflops: float | None = None,
                  peak_tbps: float | None = None, bytes_per_element: int = 2,
@@ -580,15 +574,6 @@ class Roofline(Baseline):
 
     def _design(self, df, feats):
         return np.column_stack([np.ones(len(df)), self.roof_ms(df)])
-
-    def fit(self, df: pd.DataFrame) -> Roofline:
-        """Fit a, b >= 0; return self."""
-        self._check_relative()
-        feats = check_step_columns(df, need_y=True)
-        self.coef_, self.rank_ = _nnls(self._design(df, feats), feats["T"],
-                                       self._weights(feats["T"]))
-        self.n_train_ = len(df)
-        return self
 
 
 #: name -> (class, default keyword arguments)

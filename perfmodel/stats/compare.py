@@ -45,6 +45,8 @@ from __future__ import annotations
 import io
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -261,7 +263,7 @@ def _in_sample(df, y, make, relative, lof_groups) -> dict[str, Any]:
 
 def _lof_groups(df: pd.DataFrame) -> np.ndarray | None:
     """Groups of identical inputs (same schedule) when some are replicated, else None."""
-    from perfmodel.stats.validation import _schedule_key
+    from perfmodel.stats.folds import _schedule_key
 
     g = _schedule_key(df)
     return g if np.unique(g).size < g.size else None
@@ -320,10 +322,46 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
     (one column per candidate, NaN off the test sets; rows of the validated
     trace, index reset).
     """
-    from perfmodel.core.model import MODELS
     from perfmodel.data.trace import has_context, validate_trace
-    from perfmodel.stats.baselines import BASELINES
     from perfmodel.stats.validation import regime
+
+    models, baselines = _check_args(df, models, baselines, relative, k, n_starts,
+                                    baseline_kwargs)
+    df = validate_trace(df).reset_index(drop=True)
+    need = _check_size(df, models, baselines)
+    splits = _splits(df, cv, int(k), seed, quantile, time_ordered, test_workload)
+    test_rows = np.unique(np.concatenate([te for _, te in splits]))
+    nf, floor_err = _floor(df, test_rows, floor)
+    clusters = _clusters(df, time_ordered)
+    has_ctx = has_context(df)
+    y = df["duration_ms"].to_numpy(float)
+    labels = regime(df).to_numpy().astype(str)
+    ctx = _Context(df=df, y=y, splits=splits, test_rows=test_rows, labels=labels,
+                   floor_err=floor_err, clusters=clusters,
+                   lof_groups=_lof_groups(df) if in_sample else None,
+                   relative=relative, seed=seed, n_boot=n_boot)
+    rows, preds = [], {}
+    for kind, names in (("model", models), ("baseline", baselines)):
+        for name in names:
+            if progress is not None:
+                progress(f"{kind} {name}")
+            make = partial(make_candidate, name, kind, relative, loss, n_starts, seed,
+                           baseline_kwargs)
+            row, pred = _candidate_row(ctx, name, kind, make, need[(name, kind)], in_sample,
+                                       has_ctx)
+            rows.append(row)
+            if pred is not None:
+                preds[name] = pred
+    out = _table(rows, nf, cv, len(splits), relative, len(df))
+    out.attrs["predictions"] = pd.DataFrame(preds)
+    return out
+
+
+def _check_args(df, models, baselines, relative, k, n_starts,
+                baseline_kwargs) -> tuple[list[str], list[str]]:
+    """Check the arguments of :func:`compare`; return the model and baseline names."""
+    from perfmodel.core.model import MODELS
+    from perfmodel.stats.baselines import BASELINES
 
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"df must be a pandas DataFrame (a step trace), got {type(df).__name__}")
@@ -339,7 +377,11 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
         raise InputError(f"n_starts must be an integer >= 1, got {n_starts!r}")
     if baseline_kwargs is not None and not isinstance(baseline_kwargs, dict):
         raise InputError(f"baseline_kwargs must be a dict, got {type(baseline_kwargs).__name__}")
-    df = validate_trace(df).reset_index(drop=True)
+    return models, baselines
+
+
+def _check_size(df, models, baselines) -> dict[tuple[str, str], int]:
+    """Fewest training steps of each candidate; the trace must have more than the smallest."""
     need = {(n, kd): _min_train(n, kd) for kd, ns in (("model", models), ("baseline", baselines))
             for n in ns}
     (small, _), fewest = min(need.items(), key=lambda kv: kv[1])
@@ -347,58 +389,58 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
         raise InputError(f"the trace has {len(df)} steps, too few to compare: the smallest "
                          f"candidate ({small}) needs {fewest} training steps and the test "
                          "folds more")
-    splits = _splits(df, cv, int(k), seed, quantile, time_ordered, test_workload)
-    test_rows = np.unique(np.concatenate([te for _, te in splits]))
-    nf, floor_err = _floor(df, test_rows, floor)
-    clusters = _clusters(df, time_ordered)
-    ctx = has_context(df)
-    y = df["duration_ms"].to_numpy(float)
-    labels = regime(df).to_numpy().astype(str)
-    lof_groups = _lof_groups(df) if in_sample else None
-    rows = []
-    preds: dict[str, np.ndarray] = {}
-    for kind, names in (("model", models), ("baseline", baselines)):
-        for name in names:
-            if progress is not None:
-                progress(f"{kind} {name}")
-            row: dict[str, Any] = {"name": name, "kind": kind, "status": "ok"}
-            if _needs_context(name, kind) and not ctx:
-                row["status"] = "skipped: needs per-request chunk_sizes and context_lens"
-                rows.append(row)
-                continue
+    return need
 
-            def make(name=name, kind=kind):
-                return make_candidate(name, kind, relative, loss, n_starts, seed,
-                                      baseline_kwargs)
 
-            pred, fold_mape, errs, unfit = _held_out(df, y, splits, make, need[(name, kind)])
-            preds[name] = pred
-            done = test_rows[np.isfinite(pred[test_rows])]
-            if errs:
-                row["status"] = f"failed on {len(errs)} of {len(splits)} folds: {errs[0]}"
-            if unfit:
-                row["status"] = (f"not fitted on {unfit} of {len(splits)} folds: needs "
-                                 f"{need[(name, kind)]} training steps")
-            if done.size:
-                row.update(_score(y[done], pred[done], labels[done]))
-                row["n_test"] = int(done.size)
-                row["fold_mape_mean"] = float(np.mean(fold_mape))
-                row["fold_mape_sd"] = float(np.std(fold_mape, ddof=1)) if len(fold_mape) > 1 \
-                    else np.nan
-                err = np.full(len(df), np.nan)
-                err[done] = np.abs(y[done] - pred[done]) / y[done]
-                _, row["ratio_lo"], row["ratio_hi"] = _ratio(err, floor_err, clusters, n_boot,
-                                                             seed)
-            if in_sample:
-                try:
-                    row.update(_in_sample(df, y, make, relative, lof_groups))
-                except (InputError, FitError, ValueError, np.linalg.LinAlgError) as exc:
-                    if row["status"] == "ok":
-                        row["status"] = f"failed in sample: {type(exc).__name__}: {exc}"[:240]
-            rows.append(row)
-    out = _table(rows, nf, cv, len(splits), relative, len(df))
-    out.attrs["predictions"] = pd.DataFrame(preds)
-    return out
+@dataclass(frozen=True)
+class _Context:
+    """What every candidate of one :func:`compare` call is scored on."""
+
+    df: pd.DataFrame
+    y: np.ndarray  # measured step times (ms)
+    splits: list  # the folds, (train, test) positions
+    test_rows: np.ndarray  # rows in some test set
+    labels: np.ndarray  # regime of each row
+    floor_err: np.ndarray  # median-oracle error of each row (NaN without replicates)
+    clusters: np.ndarray  # leak-free group of each row (the bootstrap's clusters)
+    lof_groups: np.ndarray | None  # identical-schedule groups for the lack-of-fit test
+    relative: str
+    seed: int
+    n_boot: int
+
+
+def _candidate_row(ctx: _Context, name: str, kind: str, make, min_train: int,
+                   in_sample: bool, has_ctx: bool) -> tuple[dict[str, Any], np.ndarray | None]:
+    """One candidate's row of the table and its out-of-fold predictions (None: skipped)."""
+    row: dict[str, Any] = {"name": name, "kind": kind, "status": "ok"}
+    if _needs_context(name, kind) and not has_ctx:
+        row["status"] = "skipped: needs per-request chunk_sizes and context_lens"
+        return row, None
+    y, n_splits = ctx.y, len(ctx.splits)
+    pred, fold_mape, errs, unfit = _held_out(ctx.df, y, ctx.splits, make, min_train)
+    done = ctx.test_rows[np.isfinite(pred[ctx.test_rows])]
+    if errs:
+        row["status"] = f"failed on {len(errs)} of {n_splits} folds: {errs[0]}"
+    if unfit:
+        row["status"] = (f"not fitted on {unfit} of {n_splits} folds: needs "
+                         f"{min_train} training steps")
+    if done.size:
+        row.update(_score(y[done], pred[done], ctx.labels[done]))
+        row["n_test"] = int(done.size)
+        row["fold_mape_mean"] = float(np.mean(fold_mape))
+        row["fold_mape_sd"] = float(np.std(fold_mape, ddof=1)) if len(fold_mape) > 1 \
+            else np.nan
+        err = np.full(len(y), np.nan)
+        err[done] = np.abs(y[done] - pred[done]) / y[done]
+        _, row["ratio_lo"], row["ratio_hi"] = _ratio(err, ctx.floor_err, ctx.clusters,
+                                                     ctx.n_boot, ctx.seed)
+    if in_sample:
+        try:
+            row.update(_in_sample(ctx.df, y, make, ctx.relative, ctx.lof_groups))
+        except (InputError, FitError, ValueError, np.linalg.LinAlgError) as exc:
+            if row["status"] == "ok":
+                row["status"] = f"failed in sample: {type(exc).__name__}: {exc}"[:240]
+    return row, pred
 
 
 def _floor(df, test_rows, floor):

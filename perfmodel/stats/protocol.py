@@ -43,6 +43,7 @@ from perfmodel._checks import check_int_range
 from perfmodel.data.trace import check_step_columns
 from perfmodel.errors import InputError
 from perfmodel.stats import validation as _v
+from perfmodel.stats.folds import _layout, _schedule_key
 
 __all__ = [
     "BLOCKS",
@@ -192,10 +193,10 @@ def leak_report(df: pd.DataFrame, splits: Sequence[_v.Split], *, block: int | No
     """
     check_step_columns(df, need_y=False)
     n = len(df)
-    sched = _v._schedule_key(df)
+    sched = _schedule_key(df)
     cfg = pd.factorize(df["config"].astype(str))[0] if "config" in df.columns else None
     ordered = _v.is_time_ordered(df) if time_ordered is None else time_ordered
-    lay = _v._layout(df, ordered) if block is not None and ordered else None
+    lay = _layout(df, ordered) if block is not None and ordered else None
     if block is not None:
         block = check_int_range("`block`", block, 1)
     rows = []

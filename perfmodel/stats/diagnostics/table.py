@@ -133,55 +133,80 @@ def residual_table(
         e_time, t_sorted, time_note = e[perm], t_[perm], "sorted by `order`"
     else:
         e_time, t_sorted, time_note = e, None, "row order taken as time order"
-
-    rows: list[dict] = []
-
-    def add(test, fn, stat, p, df=np.nan, note=""):
-        try:
-            r = fn()
-        except InputError as exc:
-            rows.append({"test": test, "statistic": np.nan, "pvalue": np.nan, "df": np.nan,
-                             "null": _NULL[test], "verdict": "n/a", "note": str(exc)})
-            return
-        pv = float(p(r))
-        rows.append({
-            "test": test, "statistic": float(stat(r)), "pvalue": pv,
-            "df": float(df(r)) if callable(df) else df, "null": _NULL[test],
-            "verdict": "reject" if pv < alpha else "not rejected",
-            "note": note(r) if callable(note) else note,
-        })
-
-    add("Shapiro-Wilk", lambda: shapiro_wilk(e, max_n=max_n, seed=seed),
-        lambda r: r.statistic, lambda r: r.pvalue,
-        note=lambda r: (f"seeded subsample of {r.n_used} of {r.n} (seed {seed})"
-                        if r.subsampled else ""))
-    add("Jarque-Bera", lambda: jarque_bera(e), lambda r: r.statistic, lambda r: r.pvalue,
-        df=2.0, note=lambda r: f"skew {r.skew:.3g}, kurtosis {r.kurtosis:.3g}")
-    add("Anderson-Darling", lambda: anderson_darling(e), lambda r: r.statistic,
-        lambda r: r.pvalue, note="p-value: D'Agostino & Stephens (1986)")
-    if exog is not None:
-        add("Breusch-Pagan", lambda: breusch_pagan(e, exog, robust=True),
-            lambda r: r.lm, lambda r: r.lm_pvalue, df=lambda r: r.df,
-            note=lambda r: "Koenker studentised LM on 1 + " + " + ".join(r.regressors))
-        add("Breusch-Pagan (F)", lambda: breusch_pagan(e, exog, robust=True),
-            lambda r: r.f, lambda r: r.f_pvalue, df=lambda r: r.df,
-            note=lambda r: f"F({r.df}, {r.n - r.df - 1})")
-        if white:
-            add("White", lambda: white_test(e, exog), lambda r: r.lm, lambda r: r.lm_pvalue,
-                df=lambda r: r.df)
-    else:
-        for test in ("Breusch-Pagan", "Breusch-Pagan (F)") + (("White",) if white else ()):
-            rows.append({"test": test, "statistic": np.nan, "pvalue": np.nan, "df": np.nan,
-                             "null": _NULL[test], "verdict": "n/a", "note": "B and S not given"})
-    add("Durbin-Watson", lambda: durbin_watson(e_time), lambda r: r.statistic,
-        lambda r: r.pvalue,
-        note=lambda r: f"rho {r.rho:.3g}; p-value large-sample normal approx.; {time_note}")
-    add("Ljung-Box", lambda: ljung_box(e_time, lags), lambda r: r.statistic, lambda r: r.pvalue,
-        df=lambda r: r.lags, note=lambda r: f"lags 1..{r.lags}; {time_note}")
-    add("Trend", lambda: trend_test(e_time, t_sorted), lambda r: r.t, lambda r: r.pvalue,
-        df=lambda r: r.n - 2, note=lambda r: f"slope {r.slope:.4g} per time unit (t statistic)")
+    rows = [*_normality_rows(alpha, e, max_n, seed), *_variance_rows(alpha, e, exog, white),
+            *_time_rows(alpha, e_time, t_sorted, time_note, lags)]
     out = pd.DataFrame(rows, columns=["test", "statistic", "pvalue", "df", "null", "verdict",
                                       "note"])
     out.attrs["alpha"] = float(alpha)
     out.attrs["n"] = n
     return out
+
+
+def _not_run(test: str, note: str) -> dict:
+    """The row of a test that could not run: NaN and the reason."""
+    return {"test": test, "statistic": np.nan, "pvalue": np.nan, "df": np.nan,
+            "null": _NULL[test], "verdict": "n/a", "note": note}
+
+
+def _row(alpha, test, fn, stat, p, df=np.nan, note="") -> dict:
+    """One row: run ``fn()`` and read its statistic, p-value, df and note from the result."""
+    try:
+        r = fn()
+    except InputError as exc:
+        return _not_run(test, str(exc))
+    pv = float(p(r))
+    return {
+        "test": test, "statistic": float(stat(r)), "pvalue": pv,
+        "df": float(df(r)) if callable(df) else df, "null": _NULL[test],
+        "verdict": "reject" if pv < alpha else "not rejected",
+        "note": note(r) if callable(note) else note,
+    }
+
+
+def _normality_rows(alpha, e, max_n, seed) -> list[dict]:
+    """Shapiro-Wilk, Jarque-Bera and Anderson-Darling."""
+    return [
+        _row(alpha, "Shapiro-Wilk", lambda: shapiro_wilk(e, max_n=max_n, seed=seed),
+             lambda r: r.statistic, lambda r: r.pvalue,
+             note=lambda r: (f"seeded subsample of {r.n_used} of {r.n} (seed {seed})"
+                             if r.subsampled else "")),
+        _row(alpha, "Jarque-Bera", lambda: jarque_bera(e), lambda r: r.statistic,
+             lambda r: r.pvalue, df=2.0,
+             note=lambda r: f"skew {r.skew:.3g}, kurtosis {r.kurtosis:.3g}"),
+        _row(alpha, "Anderson-Darling", lambda: anderson_darling(e), lambda r: r.statistic,
+             lambda r: r.pvalue, note="p-value: D'Agostino & Stephens (1986)"),
+    ]
+
+
+def _variance_rows(alpha, e, exog, white) -> list[dict]:
+    """Breusch-Pagan (LM and F) and, with ``white``, White's test; 'n/a' rows without B, S."""
+    if exog is None:
+        return [_not_run(test, "B and S not given")
+                for test in ("Breusch-Pagan", "Breusch-Pagan (F)") + (("White",) if white else ())]
+    rows = [
+        _row(alpha, "Breusch-Pagan", lambda: breusch_pagan(e, exog, robust=True),
+             lambda r: r.lm, lambda r: r.lm_pvalue, df=lambda r: r.df,
+             note=lambda r: "Koenker studentised LM on 1 + " + " + ".join(r.regressors)),
+        _row(alpha, "Breusch-Pagan (F)", lambda: breusch_pagan(e, exog, robust=True),
+             lambda r: r.f, lambda r: r.f_pvalue, df=lambda r: r.df,
+             note=lambda r: f"F({r.df}, {r.n - r.df - 1})"),
+    ]
+    if white:
+        rows.append(_row(alpha, "White", lambda: white_test(e, exog), lambda r: r.lm,
+                         lambda r: r.lm_pvalue, df=lambda r: r.df))
+    return rows
+
+
+def _time_rows(alpha, e_time, t_sorted, time_note, lags) -> list[dict]:
+    """Durbin-Watson, Ljung-Box and the trend, on the residuals in time order."""
+    return [
+        _row(alpha, "Durbin-Watson", lambda: durbin_watson(e_time), lambda r: r.statistic,
+             lambda r: r.pvalue,
+             note=lambda r: f"rho {r.rho:.3g}; p-value large-sample normal approx.; {time_note}"),
+        _row(alpha, "Ljung-Box", lambda: ljung_box(e_time, lags), lambda r: r.statistic,
+             lambda r: r.pvalue, df=lambda r: r.lags,
+             note=lambda r: f"lags 1..{r.lags}; {time_note}"),
+        _row(alpha, "Trend", lambda: trend_test(e_time, t_sorted), lambda r: r.t,
+             lambda r: r.pvalue, df=lambda r: r.n - 2,
+             note=lambda r: f"slope {r.slope:.4g} per time unit (t statistic)"),
+    ]

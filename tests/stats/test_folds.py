@@ -1,0 +1,307 @@
+"""Tests of perfmodel.stats.folds, the fold engine: leak-free groups (against a
+brute-force union-find), folds that never leak, the schemes, the decorrelation lag."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfmodel.errors import InputError
+from perfmodel.stats import baselines as bl
+from perfmodel.stats import crossval as cvl
+from perfmodel.stats import folds as fo
+from perfmodel.stats import splits as spl
+
+
+def test_fold_groups_rules():
+    sched = pd.DataFrame({"batch_size": [2, 2, 2, 2], "total_tokens": [5, 5, 5, 5],
+                          "chunk_sizes": ["1;4", "4;1", "1;4", "1;4"],
+                          "context_lens": ["7;0", "0;7", "0;7", "7;0"],
+                          "config": ["a", "b", "c", "d"]})
+    # rows 0 and 1 are one step with the requests listed in another order; 2 differs
+    g = fo.fold_groups(sched)
+    assert g[0] == g[1] == g[3] != g[2]
+    assert list(g) == [0, 0, 1, 0]  # numbered by first row
+    # without per-request columns, (B, S) is the schedule
+    assert len(set(fo.fold_groups(sched.drop(columns=["chunk_sizes", "context_lens"])))) == 1
+    # config links different schedules
+    assert len(set(fo.fold_groups(sched.assign(config="x")))) == 1
+    # time blocks: a trace with `step` and no `config` is time-ordered
+    tr = pd.DataFrame({"step": np.arange(10)[::-1], "batch_size": np.arange(1, 11),
+                       "total_tokens": np.arange(1, 11)})
+    assert fo.is_time_ordered(tr) and not fo.is_time_ordered(tr.assign(config="a"))
+    assert not fo.is_time_ordered(tr.drop(columns="step"))
+    g = fo.fold_groups(tr, block=4)  # steps 0-3, 4-7, 8-9 (rows in reverse time order)
+    assert list(g) == [0, 0, 1, 1, 1, 1, 2, 2, 2, 2]
+    assert len(set(fo.fold_groups(tr, time_ordered=False))) == 10
+    # blocks are counted within each run (`replicate`)
+    two = pd.concat([tr.assign(replicate="r1"), tr.assign(replicate="r2", batch_size=tr.batch_size + 20,
+                                                          total_tokens=tr.total_tokens + 20)])
+    g2 = fo.fold_groups(two, block=5)
+    assert len(set(g2)) == 4 and len(set(g2[:10]) & set(g2[10:])) == 0
+    with pytest.raises(InputError, match="`block` must be an integer"):
+        fo.fold_groups(tr, block=0)
+    with pytest.raises(InputError, match="`time_ordered` must be"):
+        fo.fold_groups(tr, time_ordered="yes")
+    with pytest.raises(InputError, match="column `config` is missing"):
+        fo.fold_groups(sched.assign(config=[None, "a", "b", "c"]))
+    with pytest.raises(InputError, match="column `replicate` is missing"):
+        fo.fold_groups(tr.assign(replicate=[None] + ["r"] * 9))
+    with pytest.raises(InputError, match="column `step` must hold whole numbers"):
+        fo.fold_groups(tr.assign(step=tr.step + 0.5))
+    # blocks follow step numbers, so replicate runs stay aligned when steps are dropped
+    rep = pd.concat([tr.assign(replicate="r1"), tr.assign(replicate="r2")], ignore_index=True)
+    kept = rep.drop(index=[0, 12]).reset_index(drop=True)  # steps 9 of r1 and 7 of r2
+    g3 = fo.fold_groups(kept, block=4)
+    assert len(set(g3)) == 3
+    # without `step`, ranks within the run (timestamp order)
+    ts = tr.drop(columns="step").assign(timestamp=np.arange(10.0)[::-1])
+    assert list(fo.fold_groups(ts, block=4)) == [0, 0, 1, 1, 1, 1, 2, 2, 2, 2]
+
+
+
+# ---------------------------------------------------------------- the fold engine
+def _random_trace(data, time_ordered):
+    """A small trace with replicated configurations, identical steps under other configurations,
+    requests listed in different orders, and up to three runs."""
+    n = data.draw(st.integers(6, 70), label="n")
+    n_sched = data.draw(st.integers(2, 12), label="n_sched")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    pool = []
+    for _ in range(n_sched):
+        b = int(rng.integers(1, 4))
+        pool.append((rng.integers(1, 4, b), rng.integers(0, 3, b)))
+    rows = []
+    for i in range(n):
+        c, x = pool[int(rng.integers(n_sched))]
+        p = rng.permutation(c.size)
+        rows.append({"batch_size": c.size, "total_tokens": int(c.sum()),
+                     "chunk_sizes": ";".join(map(str, c[p])),
+                     "context_lens": ";".join(map(str, x[p])),
+                     "replicate": f"r{int(rng.integers(3))}", "step": i,
+                     "config": f"c{int(rng.integers(n // 2 + 1))}"})
+    df = pd.DataFrame(rows)
+    if time_ordered:
+        df = df.drop(columns="config")
+    df["step"] = rng.permutation(n) + 5  # rows out of time order
+    df["duration_ms"] = 1.0 + rng.random(n)
+    if data.draw(st.booleans(), label="gaps"):  # steps dropped (as notebook 11 drops contended ones)
+        df = df.iloc[rng.permutation(n)[: max(6, n // 2)]].reset_index(drop=True)
+    return df
+
+
+def _canonical(df):
+    """Brute-force schedule identity: B, S and the sorted (chunk, context) pairs."""
+    out = []
+    for b, s, c, x in zip(df.batch_size, df.total_tokens, df.chunk_sizes, df.context_lens):
+        pairs = sorted(zip(map(int, c.split(";")), map(int, x.split(";"))))
+        out.append((int(b), int(s), tuple(pairs)))
+    return out
+
+
+def _positions(df):
+    """Run and position in time: the step number from the trace's first step."""
+    return df["replicate"].to_numpy(), df["step"].to_numpy() - df["step"].min()
+
+
+def _union_find(df, block, time_ordered):
+    n = len(df)
+    parent = list(range(n))
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    keys = [_canonical(df)]
+    if "config" in df.columns:
+        keys.append(list(df["config"]))
+    if time_ordered:
+        run, pos = _positions(df)
+        keys.append(list(zip(run, pos // block)))
+    for key in keys:
+        first = {}
+        for i, v in enumerate(key):
+            if v in first:
+                parent[find(i)] = find(first[v])
+            else:
+                first[v] = i
+    return np.array([find(i) for i in range(n)])
+
+
+@given(data=st.data(), time_ordered=st.booleans(), block=st.integers(1, 8))
+@settings(max_examples=150, deadline=None)
+def test_fold_groups_equal_a_brute_force_union_find(data, time_ordered, block):
+    df = _random_trace(data, time_ordered)
+    g = fo.fold_groups(df, block=block)
+    ref = _union_find(df, block, time_ordered)
+    # the same partition: each label of one maps to exactly one label of the other
+    assert pd.crosstab(g, ref).gt(0).sum(axis=1).eq(1).all()
+    assert pd.crosstab(g, ref).gt(0).sum(axis=0).eq(1).all()
+
+
+@given(data=st.data(), time_ordered=st.booleans(), block=st.integers(1, 8),
+       k=st.integers(2, 5), seed=st.integers(0, 2**32 - 1),
+       scheme=st.sampled_from(["grouped", "blocked", "expanding", "extrapolate"]))
+@settings(max_examples=300, deadline=None)
+def test_make_folds_never_leak(data, time_ordered, block, k, seed, scheme):
+    df = _random_trace(data, time_ordered)
+    try:
+        splits = fo.make_folds(df, scheme, k, seed, block=block, quantile=0.6)
+    except InputError as e:  # too few groups, nothing above the quantile, nothing left to train
+        assert any(w in str(e) for w in ("exceeds", "need more groups", "no training step",
+                                         "too short", "nothing to extrapolate", "quantile of any",
+                                         "distinct cut points", "no training steps"))
+        return
+    groups = fo.fold_groups(df, block=block, time_ordered=time_ordered and scheme != "extrapolate")
+    sched = np.array([hash(c) for c in _canonical(df)])
+    run, pos = _positions(df)
+    for tr, te in splits:
+        assert tr.size and te.size and not set(tr) & set(te)
+        assert np.array_equal(tr, np.sort(tr)) and np.array_equal(te, np.sort(te))
+        assert not set(groups[tr]) & set(groups[te])  # no group on both sides
+        assert not set(sched[tr]) & set(sched[te])  # no identical step on both sides
+        if "config" in df.columns:
+            assert not set(df["config"].to_numpy()[tr]) & set(df["config"].to_numpy()[te])
+        if time_ordered and scheme != "extrapolate":  # no neighbours on both sides
+            for i in te:
+                near = tr[(run[tr] == run[i]) & (np.abs(pos[tr] - pos[i]) < block)]
+                assert near.size == 0, (i, near)
+    if scheme in ("grouped", "blocked"):  # a partition into test sets
+        assert np.array_equal(np.sort(np.concatenate([te for _, te in splits])),
+                              np.arange(len(df)))
+    if scheme == "blocked":  # groups dealt in time order: each fold's groups start later
+        t = df["step"].to_numpy()
+        first = pd.Series(t).groupby(groups).transform("min").to_numpy()
+        for (_, a), (_, b) in itertools.pairwise(splits):
+            assert first[a].max() < first[b].min()
+
+
+def test_make_folds_schemes_on_a_time_ordered_trace():
+    n = 200
+    df = pd.DataFrame({"step": np.arange(n), "batch_size": np.arange(1, n + 1),
+                       "total_tokens": np.arange(1, n + 1) * 3, "duration_ms": 1.0})
+    # grouped: whole 25-step blocks, training purged within 25 steps of a test step
+    for tr, te in fo.make_folds(df, "grouped", k=4, seed=1):
+        assert set(np.unique(te // 25).tolist()) == {b for b in range(8) if (te // 25 == b).any()}
+        assert all(np.sum(te // 25 == b) == 25 for b in np.unique(te // 25))
+        d = np.abs(tr[:, None] - te[None, :]).min(axis=1)
+        assert d.min() >= 25
+    # purge=False keeps the complement
+    for tr, te in fo.make_folds(df, "grouped", k=4, seed=1, purge=False):
+        assert tr.size + te.size == n
+    # blocked: 4 contiguous folds of 50 steps, 24 training steps purged at each inner edge
+    bl_ = fo.make_folds(df, "blocked", k=4)
+    assert [(te.min(), te.max()) for _, te in bl_] == [(0, 49), (50, 99), (100, 149), (150, 199)]
+    assert [tr.size for tr, _ in bl_] == [150 - 24, 150 - 48, 150 - 48, 150 - 24]
+    # expanding: the test windows of time_series_splits, the last 24 training steps purged
+    ex = fo.make_folds(df, "expanding", k=3)
+    ref = spl.time_series_splits(n, 3)
+    for (tr, te), (rtr, rte) in zip(ex, ref):
+        assert np.array_equal(te, rte) and np.array_equal(tr, rtr[:-24])
+    # extrapolation is by value: no time purge
+    (tr, te), = fo.make_folds(df, "extrapolate", quantile=0.8, columns="total_tokens")
+    assert tr.size + te.size == n and df.total_tokens[te].min() > df.total_tokens[tr].max()
+    # random ignores groups (the leaky reference)
+    rnd = fo.make_folds(df, "random", k=5, seed=3)
+    assert all(np.array_equal(a[1], b[1]) for a, b in zip(rnd, spl.grouped_kfold(np.arange(n), 5, 3)))
+    with pytest.raises(InputError, match="no training step left"):
+        fo.make_folds(df, "grouped", k=2, block=150)
+    with pytest.raises(InputError, match="`scheme` must be one of"):
+        fo.make_folds(df, "loo")
+    with pytest.raises(InputError, match="`k` must be an integer"):
+        fo.make_folds(df, "grouped", k=1)
+    with pytest.raises(InputError, match="`purge` must be"):
+        fo.make_folds(df, purge=1)
+    with pytest.raises(InputError, match="`seed` must be an integer"):
+        fo.make_folds(df, seed=0.5)
+    with pytest.raises(InputError, match="`columns` must be"):
+        fo.make_folds(df, "extrapolate", columns=[])
+    with pytest.raises(InputError, match="exceeds the number of distinct groups"):
+        fo.make_folds(df.iloc[:30], "grouped", k=3)
+
+
+def test_make_folds_extrapolate_drops_training_steps_of_a_test_configuration():
+    df = pd.DataFrame({"batch_size": [1, 1, 2, 2, 8], "total_tokens": [10, 10, 30, 20, 900],
+                       "config": ["a", "a", "b", "z", "z"], "duration_ms": 1.0})
+    (tr, te), = fo.make_folds(df, "extrapolate", quantile=0.8, columns=["total_tokens"])
+    assert list(te) == [4] and list(tr) == [0, 1, 2]  # row 3 shares config z with the test step
+    # and transitively: row 2 is row 3's step under another configuration
+    (tr, te), = fo.make_folds(df.assign(total_tokens=[10, 10, 20, 20, 900]), "extrapolate",
+                              quantile=0.8, columns=["total_tokens"])
+    assert list(tr) == [0, 1]
+    # several columns: a column with nothing above its quantile is skipped
+    (tr, te), = fo.make_folds(df.assign(batch_size=1), "extrapolate", quantile=0.8)
+    assert list(te) == [4]
+
+
+def test_old_engines_agree_now(synthetic_trace):
+    """Identical steps filed under different configurations (as Splitwise does) split the
+    former engines: validation grouped by `config`, compare by config and schedule. Both now
+    get their folds from make_folds."""
+    from perfmodel.stats import compare as cmp
+
+    df = synthetic_trace(200, seed=4, noise=0.05)
+    twin = df.iloc[[0, 1]].assign(config="twin")  # step 0 again under another name
+    df = pd.concat([df, twin], ignore_index=True)
+    ref = fo.make_folds(df, "grouped", k=5, seed=2)
+    via_compare = cmp._splits(df, "grouped", 5, 2, 0.8, None)
+    assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+               for a, b in zip(ref, via_compare))
+    tab = cvl.cross_validate(df, bl.LinearBS, "grouped", k=5, seed=2, by_regime=False)
+    folds = tab[tab.fold.isin(range(5))]
+    assert list(folds.n_test) == [te.size for _, te in ref]
+    assert list(folds.n_train) == [tr.size for tr, _ in ref]
+    # the twin rows sit with configuration 0's replicates
+    g = fo.fold_groups(df)
+    assert len(set(g[(df["config"] == df.loc[0, "config"]) | (df["config"] == "twin")])) == 1
+    for a, b in zip(cmp._splits(df, "time", 3, 0, 0.8, None), fo.make_folds(df, "expanding", 3)):
+        assert np.array_equal(a[1], b[1])
+    for a, b in zip(cmp._splits(df, "extrapolate", 5, 0, 0.7, None),
+                    fo.make_folds(df, "extrapolate", quantile=0.7)):
+        assert np.array_equal(a[1], b[1])
+
+
+def test_expanding_follows_time_not_row_order(synthetic_trace):
+    rng = np.random.default_rng(0)
+    df = synthetic_trace(120).assign(step=rng.permutation(120))
+    for tr, te in fo.make_folds(df, "expanding", k=3):
+        assert df["step"].to_numpy()[tr].max() < df["step"].to_numpy()[te].min()
+
+
+def test_decorrelation_lag_equals_statsmodels_acf_and_fits_the_default_block():
+    from pathlib import Path
+
+    from statsmodels.tsa.stattools import acf
+
+    from perfmodel.data.trace import read_trace
+
+    rng = np.random.default_rng(1)
+    e = rng.standard_normal(600)
+    x = np.convolve(e, np.ones(12) / 12, mode="same")  # moving average: correlated to lag ~11
+    df = pd.DataFrame({"step": np.arange(600), "batch_size": 1, "total_tokens": 1,
+                       "duration_ms": np.exp(x)})
+    r = acf(x, nlags=40, fft=False)
+    assert fo.decorrelation_lag(df) == int(np.flatnonzero(r < fo.DECORRELATION_THRESHOLD)[0])
+    assert fo.decorrelation_lag(df, threshold=0.5) == int(np.flatnonzero(r < 0.5)[0])
+    # rows out of order and split into runs: each run in its own time order
+    two = pd.concat([df.assign(replicate="a"), df.assign(replicate="b")]).sample(frac=1,
+                                                                                random_state=0)
+    assert fo.decorrelation_lag(two) == fo.decorrelation_lag(df)
+    # the committed vLLM-CPU mixed traces of llama-small decorrelate within the default block
+    root = Path(__file__).resolve().parents[2] / "data" / "vllm-cpu" / "llama-small"
+    lags = [fo.decorrelation_lag(read_trace(root / f"mixed-r{i}.csv")) for i in (1, 2, 3)]
+    assert lags == [17, 17, 17] and max(lags) <= fo.DEFAULT_BLOCK
+    with pytest.raises(InputError, match="`threshold` must be"):
+        fo.decorrelation_lag(df, threshold=1.0)
+    with pytest.raises(InputError, match="stays >= "):
+        fo.decorrelation_lag(df, threshold=-0.9, max_lag=3)
+    with pytest.raises(InputError, match="constant step times"):
+        fo.decorrelation_lag(df.assign(duration_ms=1.0))
+
+
