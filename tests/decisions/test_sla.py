@@ -435,7 +435,7 @@ def test_schedule_trims_largest_prefill_first(fit):
     assert d.predicted_ms <= sla
     assert sum(d.chunk_sizes) == sum(reqs) - d.tokens_trimmed
     # trimming one token fewer would miss the SLA (fewest tokens removed)
-    from perfmodel.decisions.sla import _trim
+    from perfmodel.decisions.batch_filter import _trim
 
     assert _pred(fit, _trim(np.array(reqs), d.tokens_trimmed - 1)) > sla
     # the largest chunk was cut first: the 300-token chunk is only cut once they are level
@@ -444,7 +444,7 @@ def test_schedule_trims_largest_prefill_first(fit):
 
 
 def test_trim_water_filling():
-    from perfmodel.decisions.sla import _trim
+    from perfmodel.decisions.batch_filter import _trim
 
     c = np.array([1, 10, 4, 7])
     assert _trim(c, 0).tolist() == [1, 10, 4, 7]
