@@ -8,7 +8,7 @@ time (or its ``q``-quantile, :class:`perfmodel.decisions.predictor.Predictor`)
 meets the SLA, otherwise removes the fewest prompt tokens (largest chunks
 first), otherwise drops requests from the end.  Its answers were checked
 against brute force over trims and against the water-filling rule
-(``tests/decisions/test_sla.py``).
+(``tests/decisions/test_batch_filter.py``).
 """
 from __future__ import annotations
 

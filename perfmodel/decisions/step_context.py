@@ -14,9 +14,10 @@ win).  Features neither given nor implied are 0, i.e. their terms are left
 out; :func:`context_assumption` says which rule an answer used, so that it
 can be printed beside the answer.
 
-Verified in ``tests/decisions/test_sla.py`` (context features held constant,
-``context_tokens`` equal to the uniform-batch features of
-:mod:`perfmodel.data.features`).
+Verified in ``tests/decisions/test_step_context.py`` (each message, the
+precedence name > ``context_tokens`` > 0, ``context_tokens`` equal to the
+uniform-batch features of :mod:`perfmodel.data.features`) and
+``tests/decisions/test_sla.py`` (context features held constant in the answers).
 """
 from __future__ import annotations
 

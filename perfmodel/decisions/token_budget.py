@@ -15,7 +15,7 @@ deadlines; the request-level decision is
 The answers were checked against the single-point answers of
 :func:`perfmodel.decisions.inversion.max_tokens_quantile` and, for
 ``cover='all_batch_sizes'``, against the quantile of every ``b <= M`` at ``K``
-(``tests/decisions/test_sla.py``).
+and the ``'full_step'`` budget at the same ``M`` (``tests/decisions/test_token_budget.py``).
 """
 from __future__ import annotations
 
