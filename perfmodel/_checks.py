@@ -34,6 +34,7 @@ __all__ = [
     "check_number",
     "check_positive",
     "check_probability",
+    "check_real",
     "check_vector",
     "rows_text",
 ]
@@ -57,14 +58,17 @@ def _is_float(value: Any) -> bool:
     return np is not None and isinstance(value, np.floating)
 
 
-def _as_float(name: str, value: Any, what: str) -> float:
-    if isinstance(value, (bool, str, bytes)):
-        raise InputError(f"{name} must be {what}, got {value!r}")
+def _to_float(value: Any) -> float | None:
+    """``float(value)``, or None where ``float()`` refuses it."""
     try:
-        x = float(value)
+        return float(value)
     except (TypeError, ValueError):
-        raise InputError(f"{name} must be {what}, got {value!r}") from None
-    if not math.isfinite(x):
+        return None
+
+
+def _as_float(name: str, value: Any, what: str) -> float:
+    x = None if isinstance(value, (bool, str, bytes)) else _to_float(value)
+    if x is None or not math.isfinite(x):
         raise InputError(f"{name} must be {what}, got {value!r}")
     return x
 
@@ -127,6 +131,7 @@ def check_number(name: str, value: Any, *, lo: float | None = None, hi: float | 
     Returns
     -------
     float
+        ``value`` converted, within the bounds.
 
     Raises
     ------
@@ -139,6 +144,33 @@ def check_number(name: str, value: Any, *, lo: float | None = None, hi: float | 
             or (hi is not None and (x > hi or (hi_open and x == hi)))):
         raise InputError(f"{name} must be {_range_text(lo, hi, lo_open, hi_open)}, "
                          f"got {value!r}")
+    return x
+
+
+def check_real(name: str, value: Any) -> float:
+    """Return ``float(value)`` after checking that it is finite.
+
+    Looser than :func:`check_number`: anything ``float()`` accepts passes
+    (``True``, ``"2.5"``), as for the constant features of the SLA answers
+    (:func:`perfmodel.decisions.step_context.check_constants`), and the two
+    failures have messages of their own.
+
+    Raises
+    ------
+    InputError
+        ``'{name} must be a number, got {value!r}'`` (``float()`` refuses it) or
+        ``'{name} must be finite, got {value!r}'`` (NaN or inf).
+
+    Examples
+    --------
+    >>> check_real("features['decode_ctx']", "2.5")
+    2.5
+    """
+    x = _to_float(value)
+    if x is None:
+        raise InputError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(x):
+        raise InputError(f"{name} must be finite, got {value!r}")
     return x
 
 

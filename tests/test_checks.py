@@ -11,6 +11,7 @@ from perfmodel._checks import (
     check_number,
     check_positive,
     check_probability,
+    check_real,
     check_vector,
     rows_text,
 )
@@ -91,6 +92,21 @@ def test_check_probability():
             check_probability("q", bad)
     with pytest.raises(InputError, match=r"q must be a probability in \[0, 1\], got 2"):
         check_probability("q", 2, closed=True)
+
+
+def test_check_real_is_what_float_accepts_if_finite():
+    assert check_real("x", "2.5") == 2.5
+    assert check_real("x", True) == 1.0
+    assert type(check_real("x", np.float32(0.5))) is float
+    for bad, msg in [("a", "x must be a number, got 'a'"), (None, "x must be a number, got None"),
+                     ([1, 2], "x must be a number, got [1, 2]"),
+                     (float("inf"), "x must be finite, got inf"), ("nan", "x must be finite, got 'nan'")]:
+        with pytest.raises(InputError) as e:
+            check_real("x", bad)
+        assert str(e.value) == msg
+    # the strict check refuses what check_real lets through
+    with pytest.raises(InputError, match="x must be a finite number, got '2.5'"):
+        check_number("x", "2.5")
 
 
 def test_check_choice():

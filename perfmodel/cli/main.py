@@ -193,28 +193,27 @@ def cmd_diagnose(args):
 
 
 # ---------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
+def _add_common(sp, out: bool = False, js: bool = True, fit_arg: bool = False) -> None:
+    """Options every sub-command may share: the fit, ``-o/--output`` with ``--force``, ``--json``."""
+    if fit_arg and not any(a.dest == "fit" for a in sp._actions):
+        sp.add_argument("fit", metavar="FIT.json",
+                        help="a fit written by perfmodel fit -o/--output")
+    if out:
+        sp.add_argument("-o", "--output", required=True, help="output file (refused if it exists)")
+        sp.add_argument("--force", action="store_true", help="overwrite an existing output")
+    if js and not any("--json" in a.option_strings for a in sp._actions):
+        sp.add_argument("--json", action="store_true", help="machine-readable JSON output")
+
+
+def _add_fit_parser(sub) -> None:
+    """``perfmodel fit``: the model, loss and scale, the multi-start, data filters, intervals."""
     from perfmodel.core.model import MODELS, RECOMMENDED
     from perfmodel.core.scale import DEFAULT as DEFAULT_SCALE
     from perfmodel.core.scale import SCALES
 
-    p = Parser(prog="perfmodel", description="Step-latency models for LLM serving engines.")
-    p.add_argument("--version", action="version", version=f"perfmodel {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
-
-    def common(sp, out=False, js=True, fit_arg=False):
-        if fit_arg and not any(a.dest == "fit" for a in sp._actions):
-            sp.add_argument("fit", metavar="FIT.json",
-                            help="a fit written by perfmodel fit -o/--output")
-        if out:
-            sp.add_argument("-o", "--output", required=True, help="output file (refused if it exists)")
-            sp.add_argument("--force", action="store_true", help="overwrite an existing output")
-        if js and not any("--json" in a.option_strings for a in sp._actions):
-            sp.add_argument("--json", action="store_true", help="machine-readable JSON output")
-
     f = sub.add_parser("fit", help="fit a latency model to a step trace")
     f.add_argument("trace", help="step trace (CSV, Parquet or JSON Lines)")
-    common(f, out=True)
+    _add_common(f, out=True)
     f.add_argument("--model", default=DEFAULT_MODEL, choices=["auto", *sorted(MODELS)],
                    help=f"model (default: auto = {RECOMMENDED['context']} when the trace has "
                         f"chunk_sizes and context_lens, else {RECOMMENDED['no_context']})")
@@ -236,6 +235,12 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--allow-degenerate", action="store_true",
                    help="fit a degenerate trace (every row identical, durations below 1 "
                         "microsecond, a single (B, S)) instead of refusing it")
+    _add_fit_interval_arguments(f)
+    f.set_defaults(func=cmd_fit)
+
+
+def _add_fit_interval_arguments(f) -> None:
+    """``perfmodel fit``: the bootstrap and the stored interval calibration."""
     f.add_argument("--bootstrap", type=int, default=0, metavar="N", help="add N bootstrap intervals")
     f.add_argument("--scheme", default="pairs",
                    choices=["pairs", "residual", "wild", "block", "cluster"],
@@ -248,17 +253,19 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--ci-method", default="percentile", choices=["percentile", "bca"])
     f.add_argument("--jobs", type=int, default=1, help="parallel jobs for the bootstrap")
     add_backend_arguments(f)
-    f.set_defaults(func=cmd_fit)
 
+
+def _add_fit_readers(sub) -> None:
+    """``perfmodel report``, ``predict`` and ``diagnose``: commands that read a fit."""
     r = sub.add_parser("report", help="print the fit report of FIT.json")
     r.add_argument("fit")
-    common(r)
+    _add_common(r)
     r.set_defaults(func=cmd_report)
 
     pr = sub.add_parser("predict", help="predict step times for a trace")
     pr.add_argument("fit")
     pr.add_argument("trace")
-    common(pr, out=True)
+    _add_common(pr, out=True)
     pr.add_argument("--drop-invalid", action="store_true")
     pr.add_argument("--interval", type=float, default=None, metavar="LEVEL",
                     help="add lower_ms and upper_ms: the central prediction interval at LEVEL "
@@ -271,33 +278,49 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("diagnose", help="residual tests of a fit on a trace")
     d.add_argument("fit")
     d.add_argument("trace")
-    common(d)
+    _add_common(d)
     d.set_defaults(func=cmd_diagnose)
 
-    # sub-commands with a module of their own in perfmodel/cli/
-    for name, text, kw, add_arguments, command in (
-        ("sla", "largest step size meeting a latency target", {"fit_arg": True},
-         cli_sla.add_sla_arguments, cli_sla.sla_command),
-        ("compare", "compare models and baselines by cross-validation", {"out": True},
-         cli_compare.add_compare_arguments, cli_compare.compare_command),
-        ("simulate", "simulate a continuous-batching server", {"fit_arg": True},
-         cli_simulate.add_simulate_arguments, cli_simulate.simulate_command),
-        ("factors", "secondary-factor analysis at a fixed step size", {},
-         cli_factors.add_factors_arguments, cli_factors.factors_command),
-        ("capacity", "highest request rate / concurrency meeting TTFT-TPOT SLOs", {},
-         cli_capacity.add_capacity_arguments, cli_capacity.capacity_command),
-        ("tune", "token budget and max_num_seqs that maximise goodput under SLOs", {},
-         cli_capacity.add_tune_arguments, cli_capacity.tune_command),
-        ("replay", "replay a serving run's requests (TTFT, TPOT, latency)", {},
-         cli_replay.add_replay_arguments, cli_replay.replay_command),
-        ("convert", "write a trace as Parquet (recommended for large traces)", {"out": True},
-         cli_convert.add_convert_arguments, cli_convert.convert_command),
-    ):
+
+#: sub-commands with a module of their own in perfmodel/cli/: (name, help, shared options,
+#: add the options, run it)
+_MODULE_COMMANDS = (
+    ("sla", "largest step size meeting a latency target", {"fit_arg": True},
+     cli_sla.add_sla_arguments, cli_sla.sla_command),
+    ("compare", "compare models and baselines by cross-validation", {"out": True},
+     cli_compare.add_compare_arguments, cli_compare.compare_command),
+    ("simulate", "simulate a continuous-batching server", {"fit_arg": True},
+     cli_simulate.add_simulate_arguments, cli_simulate.simulate_command),
+    ("factors", "secondary-factor analysis at a fixed step size", {},
+     cli_factors.add_factors_arguments, cli_factors.factors_command),
+    ("capacity", "highest request rate / concurrency meeting TTFT-TPOT SLOs", {},
+     cli_capacity.add_capacity_arguments, cli_capacity.capacity_command),
+    ("tune", "token budget and max_num_seqs that maximise goodput under SLOs", {},
+     cli_capacity.add_tune_arguments, cli_capacity.tune_command),
+    ("replay", "replay a serving run's requests (TTFT, TPOT, latency)", {},
+     cli_replay.add_replay_arguments, cli_replay.replay_command),
+    ("convert", "write a trace as Parquet (recommended for large traces)", {"out": True},
+     cli_convert.add_convert_arguments, cli_convert.convert_command),
+)
+
+
+def _add_module_parsers(sub) -> None:
+    """The sub-commands of :data:`_MODULE_COMMANDS`, in that order."""
+    for name, text, kw, add_arguments, command in _MODULE_COMMANDS:
         sp = sub.add_parser(name, help=text)
         add_arguments(sp)
-        common(sp, **kw)
+        _add_common(sp, **kw)
         sp.set_defaults(func=_delegate(command))
 
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``perfmodel`` parser: one sub-parser per command, in the order ``--help`` lists them."""
+    p = Parser(prog="perfmodel", description="Step-latency models for LLM serving engines.")
+    p.add_argument("--version", action="version", version=f"perfmodel {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+    _add_fit_parser(sub)
+    _add_fit_readers(sub)
+    _add_module_parsers(sub)
     cli_collect.add_collect_parser(sub)
     return p
 

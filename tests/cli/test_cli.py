@@ -205,6 +205,28 @@ def test_help_names_the_real_output_option_of_fit(command, capsys):
     assert "-o OUTPUT, --output OUTPUT" in fit_help and "--out " not in fit_help
 
 
+def test_parser_has_every_sub_command_in_order_with_its_shared_options(capsys):
+    """build_parser assembles one small function per group; the parser is the same whole."""
+    from perfmodel.cli.main import _MODULE_COMMANDS, build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    module_names = [c[0] for c in _MODULE_COMMANDS]
+    assert list(sub.choices) == ["fit", "report", "predict", "diagnose", *module_names, "collect"]
+    top = _help([], capsys)
+    for name, text, shared, *_ in _MODULE_COMMANDS:
+        h = _help([name], capsys)
+        assert h.startswith(f"usage: perfmodel {name} "), name
+        assert f"{name} {text}" in top, name
+        assert "--json " in h, name
+        assert ("-o OUTPUT, --output OUTPUT" in h) == bool(shared.get("out")), name
+        if shared.get("fit_arg"):
+            assert "FIT.json" in h, name
+    for name in ("fit", "predict"):
+        assert "-o OUTPUT, --output OUTPUT" in _help([name], capsys)
+    assert "--relative" in _help(["fit"], capsys) and "--ci-method" in _help(["fit"], capsys)
+    assert "--interval-method" in _help(["predict"], capsys)
+
+
 
 # -- --random-state (was --seed, which also named the model --model seed) --------------------
 RANDOM_STATE_COMMANDS = [["fit"], ["compare"], ["simulate"], ["factors"], ["collect", "vllm"],

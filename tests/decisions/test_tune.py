@@ -10,7 +10,7 @@ from perfmodel.core.model import get_model
 from perfmodel.decisions.capacity import evaluate_load, with_limits
 from perfmodel.decisions.requests_workload import SLO, workload_from_lengths
 from perfmodel.decisions.simulate import EngineConfig
-from perfmodel.decisions.sla import DIAGNOSTIC_LABEL, recommend_token_budget
+from perfmodel.decisions.token_budget import DIAGNOSTIC_LABEL, recommend_token_budget
 from perfmodel.decisions.tune import tune_token_budget
 from perfmodel.errors import InputError
 

@@ -1,0 +1,130 @@
+"""The step time an SLA answer searches on: a fit's point prediction or its ``q``-quantile.
+
+Problem
+-------
+Every SLA answer (:mod:`perfmodel.decisions.inversion`,
+:mod:`perfmodel.decisions.token_budget`, :mod:`perfmodel.decisions.batch_filter`)
+evaluates one quantity at many ``(B, S)``: the fitted step time, or with a
+probability ``q`` its ``q``-quantile under the prediction distribution of a
+new step.  :class:`Predictor` is that quantity: a thin layer over
+:class:`perfmodel.stats.predictive.PredictiveDistribution` (the one predictive
+distribution of a new step, shared with the bands of
+:mod:`perfmodel.stats.uncertainty`) that fills the features other than ``B``
+and ``S`` from :mod:`perfmodel.decisions.step_context` and fixes ``q``.
+
+The quantiles were verified against the bands of
+:mod:`perfmodel.stats.uncertainty` at the same points (``tests/stats/test_predictive.py``)
+and by hand for the delta method (``tests/decisions/test_sla.py``).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from perfmodel._checks import check_probability
+from perfmodel.decisions.step_context import (
+    SEARCHED,
+    check_constants,
+    context_assumption,
+    fill_features,
+)
+from perfmodel.errors import InputError
+from perfmodel.stats.predictive import PredictiveDistribution
+
+__all__ = ["Predictor"]
+
+
+def _check_predictor_like(fit) -> None:
+    if not hasattr(fit, "predict") or not callable(fit.predict):
+        raise InputError(f"fit must be a FitResult or have a .predict(features) method, got "
+                         f"{type(fit).__name__}")
+
+
+def _check_method(method: str) -> str:
+    if method not in ("delta", "bootstrap"):
+        raise InputError(f"method must be 'delta' or 'bootstrap', got {method!r}")
+    return method
+
+
+class Predictor:
+    """Predicted step time (ms) of a fit: the point prediction or its ``q``-quantile.
+
+    Parameters
+    ----------
+    fit : FitResult (needed for ``q``), or any object with ``.predict(feats)``
+    q : None (point prediction) or a probability in (0, 1)
+    method : ``'delta'`` or ``'bootstrap'`` (see :mod:`perfmodel.decisions.sla`)
+    boot_samples : (n_boot, p) parameter samples for ``'bootstrap'``
+    residuals : fit-scale residuals for ``'bootstrap'`` (default: from the fit)
+    features : constants for model features other than ``B`` and ``S`` (e.g.
+        ``{'attn_prefill': ..., 'decode_ctx': ...}`` for ``seed_ctx``), and/or
+        ``{'context_tokens': X}``: every request of a step at ``(B, S)`` computes
+        ``S/B`` tokens on ``X`` cached ones, and the context features the model
+        needs come from :func:`perfmodel.data.features.uniform_batch_features`
+        (constants given by name win); features neither given nor implied are 0,
+        i.e. those context terms are left out (:attr:`context_assumption` says which)
+    n_draws : size of the bootstrap predictive sample
+    seed : seed of the bootstrap pairing
+    """
+
+    def __init__(self, fit, q=None, method: str = "delta", boot_samples=None, residuals=None,
+                 features: Mapping | None = None, n_draws: int = 4000, seed: int = 0):
+        _check_predictor_like(fit)
+        self.fit = fit
+        self.q = None if q is None else check_probability("q", q)
+        self.method = _check_method(method)
+        if method == "bootstrap" and boot_samples is None and self.q is not None:
+            raise InputError("method='bootstrap' needs boot_samples (an n_boot x p array of "
+                             "parameter samples)")
+        self.features = check_constants(features)
+        self.requires = tuple(getattr(getattr(fit, "model", None), "requires", SEARCHED))
+        self._dist_args = {"boot": boot_samples if method == "bootstrap" else None,
+                           "residuals": residuals, "n_draws": n_draws, "seed": seed}
+        self._dist = None
+        self.note = ""
+        if self.q is not None:
+            self.note = self.distribution.note
+
+    @property
+    def distribution(self) -> PredictiveDistribution:
+        """The fit's :class:`~perfmodel.stats.predictive.PredictiveDistribution` (built on first use)."""
+        if self._dist is None:
+            self._dist = PredictiveDistribution(self.fit, **self._dist_args)
+        return self._dist
+
+    @property
+    def context_assumption(self) -> dict[str, Any]:
+        """What the predictions assume about the context features the model needs."""
+        return context_assumption(self.requires, self.features)
+
+    def _feats(self, feats: Mapping) -> dict:
+        return fill_features(feats, self.requires, self.features)
+
+    def point(self, feats: Mapping) -> np.ndarray:
+        """Point prediction (ms): the fitted curve (the median for log fits)."""
+        return np.asarray(self.fit.predict(self._feats(feats)), dtype=float).ravel()
+
+    def quantile(self, feats: Mapping, q: float | None = None) -> np.ndarray:
+        """``q``-quantile (ms) of the step time of a new step with these features."""
+        q = self.q if q is None else check_probability("q", q)
+        if q is None:
+            return self.point(feats)
+        return self.distribution.quantile(self._feats(feats), q)
+
+    def prob_below(self, feats: Mapping, target_ms: float) -> np.ndarray:
+        """``P(T <= target_ms)`` for a new step (NaN without an uncertainty model)."""
+        f = self._feats(feats)
+        if self.q is None:
+            return np.full(f["B"].size, np.nan)
+        return self.distribution.cdf(f, target_ms)
+
+    def __call__(self, feats: Mapping) -> np.ndarray:
+        return self.quantile(feats)
+
+    def surface(self, B, S) -> np.ndarray:
+        """The searched quantity at broadcast arrays ``B``, ``S`` (same shape out)."""
+        B, S = np.broadcast_arrays(np.asarray(B, float), np.asarray(S, float))
+        v = self({"B": B.ravel(), "S": S.ravel()})
+        return v.reshape(B.shape)
