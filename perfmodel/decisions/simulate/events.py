@@ -52,6 +52,7 @@ class _Block:
 
 
 _ZEROS = np.zeros(0, np.intp)
+_max = np.maximum.reduce
 
 
 def _row(n: np.ndarray, ctx: np.ndarray, B: int, S: int, with_sd: bool = True) -> tuple:
@@ -66,10 +67,10 @@ def _row(n: np.ndarray, ctx: np.ndarray, B: int, S: int, with_sd: bool = True) -
     """
     global _ZEROS
     cs = float(_add(ctx))
-    cmax = float(ctx.max())
+    cmax = float(_max(ctx))
     if S == B:                                   # every chunk is one token
         return (B, B, cs, cmax, cs + 0.5 * B, 0.0, cs, 0.0, 0.0)
-    pre = np.flatnonzero(n > 1)
+    pre = (n > 1).nonzero()[0]
     c, x = n[pre].tolist(), ctx[pre].tolist()           # a few prefill chunks
     attn_pre = float(sum(ci * (xi + ci / 2.0) for ci, xi in zip(c, x)))
     n_dec = B - len(c)
