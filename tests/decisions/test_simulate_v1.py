@@ -283,6 +283,8 @@ def test_step_rows_equal_the_feature_kernel():
         f = request_features(n, ctx)
         row = events_mod._row(n, ctx, B, int(n.sum()))
         assert row == tuple(float(f[k][0]) for k in loop_mod._KEYS)
+        # the fast path's hint (positions of the prefill chunks) gives the same row
+        assert events_mod._row(n, ctx, B, int(n.sum()), True, np.flatnonzero(n > 1).tolist()) == row
 
 
 def test_step_summary_without_the_step_log():

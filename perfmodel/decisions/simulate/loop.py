@@ -71,11 +71,13 @@ class _Replica:
     ``O``, ``blk``) and the waiting queue.  ``kv``: the KV cache is finite (else ``free``
     stays :data:`_BIG` and ``blk`` 0)."""
 
-    __slots__ = ("O", "R", "blk", "comp", "free", "gen", "ids", "kv", "low", "tgt", "waiting")
+    __slots__ = ("O", "R", "blk", "comp", "free", "gen", "hint", "ids", "kv", "low", "tgt",
+                 "waiting")
 
     def __init__(self, free: int):
         self.low = free               # fewest free blocks seen (after a step's allocation)
         self.kv = free < _BIG
+        self.hint = None              # set by _fast: (prefill positions, S) of its step or None
         self.set(np.zeros((6, 0), np.int64))
         self.waiting: deque = deque()
         self.free = free
@@ -233,14 +235,21 @@ def _fast(rep: _Replica, st: _State, cfg, step: int):
             after, n_after = after[:budget], n_after[:budget]
     else:
         after = None
+    # every running request scheduled takes one token: the prefill chunks (n > 1) and S of
+    # a full step are known from the admissions (a hint for the step's feature row)
+    ones = tot == n_sched
     if before is None and not adm_ids and after is None:
+        rep.hint = ([], tot) if ones else None
         return None, n_before, starved, False, True
     full = n_sched == m and after is None and (cfg.policy == "fcfs" or tot == m)
     if full:                            # positions are arange: not needed
         if adm_ids:
             _join(rep, st, adm_ids)
             n_before = np.concatenate([n_before, adm_n])
+        rep.hint = ([m + j for j, c in enumerate(adm_n) if c > 1], tot + sum(adm_n)) \
+            if ones else None
         return None, n_before, starved, False, True
+    rep.hint = None
     if before is None:
         before = np.arange(m)
     parts_p, parts_n = [before], [n_before]
@@ -368,10 +377,11 @@ def _apply(rep: _Replica, st: _State, pos, n, full: bool, step: int, finished: l
         ids = rep.ids[pos]
         firsts = np.zeros(pos.size, dtype=bool)
         firsts[sampled] = rep.gen[sp] == 1
-    if _nnz(firsts):
-        f = ids[firsts]
-        f = f[st.first_step[f] < 0]
-        st.first_step[f] = step
+    if _nnz(firsts):                    # a few: a Python loop beats fancy indexing
+        fs = st.first_step
+        for i in ids[firsts].tolist():
+            if fs[i] < 0:
+                fs[i] = step
     done = rep.gen >= rep.O
     if _nnz(done):
         _drop(rep, st, done, step, finished)
@@ -383,7 +393,6 @@ def _drop(rep: _Replica, st: _State, done, step: int, finished: list):
     keep = ~done
     fin = rep.ids[done]
     st.finish_step[fin] = step
-    st.gen[fin] = rep.gen[done]
     if rep.kv:
         rep.free += int(_add(rep.blk[done]))
     rep.set(rep.R.compress(keep, axis=1))
