@@ -151,7 +151,12 @@ def _admit(rep: _Replica, st: _State, cfg, budget: int, n_run: int, n_partial: i
 
 def _join(rep: _Replica, st: _State, ids: list):
     """Append admitted requests to the running arrays."""
-    rep.set(np.concatenate([rep.R, st.A[:, ids]], axis=1))
+    i0, k = ids[0], len(ids)
+    if ids[-1] - i0 == k - 1 and (k < 3 or ids == list(range(i0, i0 + k))):
+        new = st.A[:, i0:i0 + k]                 # consecutive ids (the usual case): a slice
+    else:
+        new = st.A[:, ids]
+    rep.set(np.concatenate([rep.R, new], axis=1))
 
 
 def _order(rep: _Replica, need: np.ndarray, policy: str):
