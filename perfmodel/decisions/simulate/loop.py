@@ -287,14 +287,14 @@ def _slow(rep: _Replica, st: _State, cfg, step: int):
     else:
         before, after = [p for p in range(m) if not dec[p]], [p for p in range(m) if dec[p]]
     sched: dict = {}            # position -> tokens, insertion order = batch order
-    alive = list(range(m))      # running order; the tail is the preemption victim
+    alive = list(range(m))      # running order; the tail is the preemption victim (popped)
     state = {"budget": budget, "partial": 0, "preempted": False}
 
     def take(order):
         for p in order:
             if state["budget"] <= 0:
                 return
-            if p not in alive:
+            if p >= len(alive):       # preempted (alive is always range(len(alive)))
                 continue
             n = min(need[p], state["budget"])
             if not cfg.enable_chunked_prefill and n < tgt[p] - comp[p]:
@@ -324,7 +324,7 @@ def _slow(rep: _Replica, st: _State, cfg, step: int):
         adm_ids, adm_n, state["budget"], starved = _admit(
             rep, st, cfg, state["budget"], len(alive), state["partial"], step)
     take(after)
-    gone = [p for p in range(m) if p not in set(alive)]
+    gone = range(len(alive), m)           # the preempted tail
     for p in reversed(gone):              # back to the front of waiting, in running order
         i = ids[p]
         st.comp[i], st.tgt[i], st.gen[i], st.blk[i] = 0, tgt[p], gen[p], 0
