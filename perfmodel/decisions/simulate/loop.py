@@ -41,7 +41,11 @@ _BIG = 1 << 62
 
 
 class _State:
-    """Per-request arrays (all requests of the simulation) and the step records."""
+    """Per-request arrays (all requests of the simulation) and the step records.
+
+    ``A``'s rows hold a request's scheduler state while it waits; while it runs
+    its replica's table is the live copy, and a finished request's row is not
+    updated (never read again)."""
 
     def __init__(self, P, O, arrival):
         n = P.size
