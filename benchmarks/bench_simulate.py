@@ -17,11 +17,13 @@ fitted in-process to a synthetic context-aware trace), vLLM V1 scheduling
 The reference is the per-request loop (:mod:`perfmodel.decisions.simulate.reference`,
 one model call per step), run on fewer requests; both report steps/s, so the
 ratio is comparable.  Process CPU time, best of ``--repeats`` (the machine is
-shared: read the ratios, absolute rates drift with the load).
+shared: read the ratios, absolute rates drift with the load; the load average
+is printed before and after).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from functools import partial
 
@@ -82,6 +84,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     fit = step_model()
     cfg = EngineConfig(policy="fcfs")
+    print("load average (1, 5, 15 min): {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()))
     print(f"{'C':>4} {'workload':>8} {'steps':>7} {'steps/s':>9} {'req/s':>8} "
           f"{'ref steps/s':>11} {'ratio':>6}")
     for C in (64, 256):
@@ -94,6 +97,7 @@ def main(argv=None):
             rate, rate_ref = r.n_steps / t, n_steps_ref / t_ref
             print(f"{C:>4} {kind:>8} {r.n_steps:>7} {rate:>9.0f} {args.requests / t:>8.0f} "
                   f"{rate_ref:>11.0f} {rate / rate_ref:>6.1f}")
+    print("load average (1, 5, 15 min): {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()))
 
 if __name__ == "__main__":
     main()

@@ -92,6 +92,66 @@ def test_fast_path_equals_slow_path(monkeypatch, cfg):
     np.testing.assert_array_equal(a.steps["chunk_sizes"], b.steps["chunk_sizes"])
 
 
+_SEEDED = [
+    ({"policy": "fcfs", "num_gpu_blocks": 120, "block_size": 8}, True),
+    ({"policy": "fcfs", "num_gpu_blocks": 90, "block_size": 4, "reserve_full_prompt": False,
+      "long_prefill_token_threshold": 32}, True),
+    ({"policy": "fcfs", "enable_chunked_prefill": False}, False),
+    ({"policy": "fcfs", "max_num_partial_prefills": 1}, False),
+    ({"policy": "decode_first", "num_gpu_blocks": 100, "block_size": 4}, True),
+    ({"policy": "prefill_first", "long_prefill_token_threshold": 24}, False),
+    ({"policy": "fcfs", "data_parallel_size": 2, "num_gpu_blocks": 60, "block_size": 4}, True),
+    ({"policy": "fcfs", "data_parallel_size": 3, "routing": "round_robin", "step_noise_sd": 0.1,
+      "step_overhead_ms": 0.5}, False),
+]
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+@pytest.mark.parametrize("settings,preempts", _SEEDED)
+def test_fast_path_equals_slow_path_on_seeded_workloads(monkeypatch, settings, preempts, seed):
+    # the array fast path, the closed-form leaps and the per-request slow path must give the
+    # same schedule (chunks, contexts, request order) and bit-identical per-request times
+    rng = np.random.default_rng(seed)
+    N = 150
+    P = rng.integers(1, 160, N)
+    O = rng.integers(1, 80, N)
+    arr = np.cumsum(rng.exponential(0.003, N))
+    cfg = EngineConfig(max_num_seqs=24, max_num_batched_tokens=192, **settings)
+
+    def both():
+        return (simulate_open_loop(Linear(), prompt_tokens=P, output_tokens=O,
+                                   arrival_times=arr, engine=cfg, seed=seed),
+                simulate_closed_loop(Linear(), N, 40, P, O, engine=cfg, seed=seed))
+
+    fast = both()
+    _forced_slow(monkeypatch)
+    slow = both()
+    for a, b in zip(fast, slow):
+        assert a.n_steps == b.n_steps
+        for col in ("admitted_s", "first_token_s", "finish_s", "num_preemptions", "replica"):
+            np.testing.assert_array_equal(a.requests[col], b.requests[col])
+        for col in ("chunk_sizes", "context_lens", "request_ids", "duration_ms", "num_waiting"):
+            np.testing.assert_array_equal(a.steps[col], b.steps[col])
+        assert np.isfinite(a.requests["first_token_s"]).all()
+    assert (fast[0].requests["num_preemptions"].sum() > 0) == preempts
+
+
+def test_first_token_of_a_prompt_cut_to_one_token_before_an_all_decode_stretch():
+    # budget 8, 8 running: seven 1-token prompts and request 7 (P=3) at the end.  Step 0:
+    # request 7 gets the 1 token left; step 1: 7 decodes + 1 (budget cut); from step 2 every
+    # request takes one token a step (an all-decode stretch), request 7 its last prompt
+    # token: it samples its first token at the end of step 2
+    cfg = EngineConfig(max_num_seqs=8, max_num_batched_tokens=8, policy="fcfs")
+    P = np.array([1] * 7 + [3, 5, 5])
+    O = np.array([20] * 7 + [10, 5, 5])
+    r = simulate_closed_loop(Const(), 10, 8, P, O, engine=cfg)
+    assert r.requests["first_token_s"][7] == pytest.approx(0.03)
+    first, fin, n = _reference(Const(), cfg, P, O, C=8)
+    assert r.n_steps == n
+    np.testing.assert_allclose(r.requests["first_token_s"], first, rtol=1e-12)
+    np.testing.assert_allclose(r.requests["finish_s"], fin, rtol=1e-12)
+
+
 # ---------------------------------------------------------------------------
 # hand-computed V1 schedules (constant step time 10 ms)
 # ---------------------------------------------------------------------------
@@ -223,6 +283,8 @@ def test_step_rows_equal_the_feature_kernel():
         f = request_features(n, ctx)
         row = events_mod._row(n, ctx, B, int(n.sum()))
         assert row == tuple(float(f[k][0]) for k in loop_mod._KEYS)
+        # the fast path's hint (positions of the prefill chunks) gives the same row
+        assert events_mod._row(n, ctx, B, int(n.sum()), True, np.flatnonzero(n > 1).tolist()) == row
 
 
 def test_step_summary_without_the_step_log():

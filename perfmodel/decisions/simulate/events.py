@@ -52,9 +52,11 @@ class _Block:
 
 
 _ZEROS = np.zeros(0, np.intp)
+_max = np.maximum.reduce
 
 
-def _row(n: np.ndarray, ctx: np.ndarray, B: int, S: int, with_sd: bool = True) -> tuple:
+def _row(n: np.ndarray, ctx: np.ndarray, B: int, S: int, with_sd: bool = True,
+         pre: list | None = None) -> tuple:
     """The step features (:data:`_KEYS`) of one step, equal to the feature kernel's.
 
     :func:`perfmodel.data.features.request_features` on one step, without its
@@ -63,14 +65,18 @@ def _row(n: np.ndarray, ctx: np.ndarray, B: int, S: int, with_sd: bool = True) -
     (exact in any order); ``chunk_sd`` sums in the kernel's order (bincount),
     so the rows are bit-identical (``tests/decisions/test_simulate_v1.py``).
     ``with_sd=False`` (a model that does not use ``chunk_sd``) leaves it at 0.
+    ``pre``: the positions of the chunks > 1 when the caller knows them.
     """
     global _ZEROS
     cs = float(_add(ctx))
-    cmax = float(ctx.max())
+    cmax = float(_max(ctx))
     if S == B:                                   # every chunk is one token
         return (B, B, cs, cmax, cs + 0.5 * B, 0.0, cs, 0.0, 0.0)
-    pre = np.flatnonzero(n > 1)
-    c, x = n[pre].tolist(), ctx[pre].tolist()           # a few prefill chunks
+    if pre is None:
+        pre = (n > 1).nonzero()[0]
+        c, x = n[pre].tolist(), ctx[pre].tolist()       # a few prefill chunks
+    else:
+        c, x = [int(n[p]) for p in pre], [int(ctx[p]) for p in pre]
     attn_pre = float(sum(ci * (xi + ci / 2.0) for ci, xi in zip(c, x)))
     n_dec = B - len(c)
     dec_ctx = cs - float(sum(x))
@@ -168,6 +174,9 @@ class _Loop:
                 res = sched._fast(rep, st, cfg, s)
                 if res is None:
                     res = sched._slow(rep, st, cfg, s)
+                    hint = None
+                else:
+                    hint = rep.hint
                 pos, n, starv, pre, full = res
                 starved |= starv
                 rep.low = min(rep.low, rep.free)
@@ -177,9 +186,10 @@ class _Loop:
                 n_run, n_wait = rep.ids.size, len(rep.waiting)
                 ids = (rep.ids[:n.size] if full else rep.ids[pos]) if keep else None
                 B = n.size
-                S = int(_add(n))
+                S = int(_add(n)) if hint is None else hint[1]
                 ctx = _apply(rep, st, pos, n, full, s, finished)
-                b.parts.append(_row(n, ctx, B, S, self.with_sd))
+                b.parts.append(_row(n, ctx, B, S, self.with_sd,
+                                    None if hint is None else hint[0]))
                 leap_ok = leap_ok and S == B
                 b.rows += 1
                 if not single:

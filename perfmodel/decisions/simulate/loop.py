@@ -41,18 +41,23 @@ _BIG = 1 << 62
 
 
 class _State:
-    """Per-request arrays (all requests of the simulation) and the step records."""
+    """Per-request arrays (all requests of the simulation) and the step records.
+
+    ``A``'s rows hold a request's scheduler state while it waits; while it runs
+    its replica's table is the live copy, and a finished request's row is not
+    updated (never read again)."""
 
     def __init__(self, P, O, arrival):
         n = P.size
         self.P = P
-        # columns (as in a replica's running table): id, num_computed, num_tokens (prompt +
-        # sampled output tokens), sampled output tokens, output length, KV blocks held
-        self.A = np.zeros((n, 6), np.int64)
-        self.A[:, 0] = np.arange(n)
-        self.A[:, 2] = P
-        self.A[:, 4] = O
-        self.comp, self.tgt, self.gen, self.O, self.blk = (self.A[:, k] for k in range(1, 6))
+        # rows (as in a replica's running table, one contiguous row per quantity): id,
+        # num_computed, num_tokens (prompt + sampled output tokens), sampled output tokens,
+        # output length, KV blocks held
+        self.A = np.zeros((6, n), np.int64)
+        self.A[0] = np.arange(n)
+        self.A[2] = P
+        self.A[4] = O
+        self.comp, self.tgt, self.gen, self.O, self.blk = self.A[1:]
         self.arrival = arrival          # seconds (NaN until issued, closed loop)
         self.issue_step = np.full(n, -1, np.int64)   # closed loop: issued at the end of
         self.first_step = np.full(n, -1, np.int64)
@@ -65,22 +70,30 @@ class _State:
 
 
 class _Replica:
-    """One engine replica: its running requests as one table (rows in running order,
-    columns as :class:`_State`'s, each a view: ``ids``, ``comp``, ``tgt``, ``gen``, ``O``,
-    ``blk``) and the waiting queue."""
+    """One engine replica: its running requests as one table (columns in running order,
+    rows as :class:`_State`'s, each a contiguous view: ``ids``, ``comp``, ``tgt``, ``gen``,
+    ``O``, ``blk``) and the waiting queue.  ``kv``: the KV cache is finite (else ``free``
+    stays :data:`_BIG` and ``blk`` 0)."""
 
-    __slots__ = ("O", "R", "blk", "comp", "free", "gen", "ids", "low", "tgt", "waiting")
+    __slots__ = ("O", "R", "blk", "comp", "free", "gen", "hint", "ids", "kv", "low", "tgt",
+                 "waiting")
 
     def __init__(self, free: int):
         self.low = free               # fewest free blocks seen (after a step's allocation)
-        self.set(np.zeros((0, 6), np.int64))
+        self.kv = free < _BIG
+        self.hint = None              # set by _fast: (prefill positions, S) of its step or None
+        self.set(np.zeros((6, 0), np.int64))
         self.waiting: deque = deque()
         self.free = free
 
     def set(self, R: np.ndarray):
-        """Make ``R`` the running table."""
+        """Make ``R`` (6 x running, C order) the running table."""
         self.R = R
-        self.ids, self.comp, self.tgt, self.gen, self.O, self.blk = (R[:, k] for k in range(6))
+        self.ids, self.comp, self.tgt, self.gen, self.O, self.blk = R
+
+    def set_rows(self, rows: list):
+        """Make the running table from one ``[id, comp, tgt, gen, O, blk]`` list per request."""
+        self.set(np.array(rows, np.int64).reshape(-1, 6).T.copy())
 
     def load(self) -> int:
         return 4 * len(self.waiting) + self.ids.size
@@ -142,7 +155,12 @@ def _admit(rep: _Replica, st: _State, cfg, budget: int, n_run: int, n_partial: i
 
 def _join(rep: _Replica, st: _State, ids: list):
     """Append admitted requests to the running arrays."""
-    rep.set(np.concatenate([rep.R, st.A[ids]]))
+    i0, k = ids[0], len(ids)
+    if ids[-1] - i0 == k - 1 and (k < 3 or ids == list(range(i0, i0 + k))):
+        new = st.A[:, i0:i0 + k]                 # consecutive ids (the usual case): a slice
+    else:
+        new = st.A[:, ids]
+    rep.set(np.concatenate([rep.R, new], axis=1))
 
 
 def _order(rep: _Replica, need: np.ndarray, policy: str):
@@ -157,6 +175,8 @@ def _order(rep: _Replica, need: np.ndarray, policy: str):
 
 
 _add = np.add.reduce
+_nnz = np.count_nonzero
+_max = np.maximum.reduce
 
 
 def _fast(rep: _Replica, st: _State, cfg, step: int):
@@ -215,16 +235,30 @@ def _fast(rep: _Replica, st: _State, cfg, step: int):
             rep.blk[before] += newb
         rep.free -= tot_b
     n_sched = m if before is None else before.size
-    adm_ids, adm_n, budget, starved = _admit(rep, st, cfg, budget, m,
-                                             int(np.count_nonzero(n_before > 1)), step)
+    # with a partial-prefill cap the fast path runs only when nobody waits, so the count of
+    # partial prefills (the cap's input) cannot matter to the admission loop
+    adm_ids, adm_n, budget, starved = _admit(rep, st, cfg, budget, m, 0, step)
     if after is not None and after.size:
         n_after = need[after]
         if int(_add(n_after)) > budget:               # decodes after admissions, cut
             after, n_after = after[:budget], n_after[:budget]
     else:
         after = None
+    # every running request scheduled takes one token: the prefill chunks (n > 1) and S of
+    # a full step are known from the admissions (a hint for the step's feature row)
+    ones = tot == n_sched
     if before is None and not adm_ids and after is None:
+        rep.hint = ([], tot) if ones else None
         return None, n_before, starved, False, True
+    full = n_sched == m and after is None and (cfg.policy == "fcfs" or tot == m)
+    if full:                            # positions are arange: not needed
+        if adm_ids:
+            _join(rep, st, adm_ids)
+            n_before = np.concatenate([n_before, adm_n])
+        rep.hint = ([m + j for j, c in enumerate(adm_n) if c > 1], tot + sum(adm_n)) \
+            if ones else None
+        return None, n_before, starved, False, True
+    rep.hint = None
     if before is None:
         before = np.arange(m)
     parts_p, parts_n = [before], [n_before]
@@ -235,8 +269,7 @@ def _fast(rep: _Replica, st: _State, cfg, step: int):
     if after is not None:
         parts_p.append(after)
         parts_n.append(n_after)
-    full = n_sched == m and after is None and (cfg.policy == "fcfs" or tot == m)
-    return np.concatenate(parts_p), np.concatenate(parts_n), starved, False, full
+    return np.concatenate(parts_p), np.concatenate(parts_n), starved, False, False
 
 
 def _slow_order(need: list, gen: list, policy: str) -> tuple[list, list]:
@@ -268,14 +301,14 @@ def _slow(rep: _Replica, st: _State, cfg, step: int):
     m = len(ids)
     before, after = _slow_order(need, gen, cfg.policy)
     sched: dict = {}            # position -> tokens, insertion order = batch order
-    alive = list(range(m))      # running order; the tail is the preemption victim
+    alive = list(range(m))      # running order; the tail is the preemption victim (popped)
     state = {"budget": budget, "partial": 0, "preempted": False}
 
     def take(order):
         for p in order:
             if state["budget"] <= 0:
                 return
-            if p not in alive:
+            if p >= len(alive):       # preempted (alive is always range(len(alive)))
                 continue
             n = min(need[p], state["budget"])
             if not cfg.enable_chunked_prefill and n < tgt[p] - comp[p]:
@@ -305,15 +338,14 @@ def _slow(rep: _Replica, st: _State, cfg, step: int):
         adm_ids, adm_n, state["budget"], starved = _admit(
             rep, st, cfg, state["budget"], len(alive), state["partial"], step)
     take(after)
-    gone = [p for p in range(m) if p not in set(alive)]
+    gone = range(len(alive), m)           # the preempted tail
     for p in reversed(gone):              # back to the front of waiting, in running order
         i = ids[p]
         st.comp[i], st.tgt[i], st.gen[i], st.blk[i] = 0, tgt[p], gen[p], 0
         st.npre[i] += 1
         rep.waiting.appendleft(i)
     newpos = {p: k for k, p in enumerate(alive)}
-    rep.set(np.array([[ids[p], comp[p], tgt[p], gen[p], Os[p], blk[p]] for p in alive],
-                     np.int64).reshape(-1, 6))
+    rep.set_rows([[ids[p], comp[p], tgt[p], gen[p], Os[p], blk[p]] for p in alive])
     old_n = rep.ids.size
     if adm_ids:
         _join(rep, st, adm_ids)
@@ -331,27 +363,28 @@ def _apply(rep: _Replica, st: _State, pos, n, full: bool, step: int, finished: l
     ``full``: the first ``n.size`` running requests are scheduled in running
     order (``pos`` may then be None).  Returns the prior contexts
     (``num_computed`` before the step) of the scheduled requests.
+
+    A running request has fewer sampled tokens than its output length before
+    a step (it is dropped at the step it reaches it), so the finished ones are
+    those with ``gen >= O`` after it.
     """
     if full:
         k = n.size
         if k == rep.ids.size:
-            ctx = rep.comp.copy()
-            rep.comp += n
-            sampled = rep.comp == rep.tgt
-            rep.gen += sampled
-            rep.tgt += sampled
+            comp = rep.comp
+            ctx = comp.copy()
+            comp += n
+            rep.R[2:4] += comp == rep.tgt             # sampled: tgt and gen (adjacent rows)
             gen, ids = rep.gen, rep.ids
         else:
-            ctx = rep.comp[:k].copy()
-            rep.comp[:k] += n
-            sampled = rep.comp[:k] == rep.tgt[:k]
-            rep.gen[:k] += sampled
-            rep.tgt[:k] += sampled
+            comp = rep.comp[:k]
+            ctx = comp.copy()
+            comp += n
+            rep.R[2:4, :k] += comp == rep.tgt[:k]
             gen, ids = rep.gen[:k], rep.ids[:k]
-        done = sampled & (gen >= rep.O[:k])
-        firsts = sampled & (gen == 1)
-        if k < rep.ids.size and done.any():
-            done = np.concatenate([done, np.zeros(rep.ids.size - k, bool)])
+        # gen == 1 and not sampled now: sampled its first token at an earlier step (the
+        # first_step filter below drops it)
+        firsts = gen == 1
     else:
         ctx = rep.comp[pos]
         new = ctx + n
@@ -361,15 +394,15 @@ def _apply(rep: _Replica, st: _State, pos, n, full: bool, step: int, finished: l
         rep.gen[sp] += 1
         rep.tgt[sp] += 1
         ids = rep.ids[pos]
-        done = np.zeros(rep.ids.size, dtype=bool)
-        done[sp[rep.gen[sp] >= rep.O[sp]]] = True
         firsts = np.zeros(pos.size, dtype=bool)
         firsts[sampled] = rep.gen[sp] == 1
-    if firsts.any():
-        f = ids[firsts]
-        f = f[st.first_step[f] < 0]
-        st.first_step[f] = step
-    if done.any():
+    if _nnz(firsts):                    # a few: a Python loop beats fancy indexing
+        fs = st.first_step
+        for i in ids[firsts].tolist():
+            if fs[i] < 0:
+                fs[i] = step
+    done = rep.gen >= rep.O
+    if _nnz(done):
         _drop(rep, st, done, step, finished)
     return ctx
 
@@ -379,9 +412,9 @@ def _drop(rep: _Replica, st: _State, done, step: int, finished: list):
     keep = ~done
     fin = rep.ids[done]
     st.finish_step[fin] = step
-    st.gen[fin] = rep.gen[done]
-    rep.free += int(_add(rep.blk[done]))
-    rep.set(rep.R[keep])
+    if rep.kv:
+        rep.free += int(_add(rep.blk[done]))
+    rep.set(rep.R.compress(keep, axis=1))
     finished.extend(fin.tolist())
 
 
@@ -418,15 +451,20 @@ def _leap(rep: _Replica, st: _State, cfg, m: int, step: int, finished: list):
     F[:, 0] = B
     F[:, 1] = B
     F[:, 2] = cs
-    F[:, 3] = float(ctx0.max()) + ks
+    F[:, 3] = float(_max(ctx0)) + ks
     F[:, 4] = cs + 0.5 * B
     F[:, 5] = 0.0
     F[:, 6] = cs
     F[:, 7] = 0.0
     F[:, 8] = 0.0
+    # a request one prompt token short of its first sample (a budget cut left it one) also
+    # takes one token a step: it samples its first token at step + 1
+    fresh = rep.gen == 0
+    if _nnz(fresh):
+        f = rep.ids[fresh]
+        st.first_step[f[st.first_step[f] < 0]] = step + 1
     rep.comp += m
-    rep.gen += m
-    rep.tgt += m
+    rep.R[2:4] += m                     # tgt and gen
     if cfg.num_gpu_blocks is not None:
         nb = -(rep.comp // -cfg.block_size) - rep.blk
         np.maximum(nb, 0, out=nb)
@@ -434,6 +472,6 @@ def _leap(rep: _Replica, st: _State, cfg, m: int, step: int, finished: list):
         rep.free -= int(_add(nb))
         rep.low = min(rep.low, rep.free)
     done = rep.gen >= rep.O
-    if done.any():
+    if _nnz(done):
         _drop(rep, st, done, step + m, finished)
     return F, ctx0
