@@ -204,3 +204,46 @@ def test_unidentified_parameters_contribute_no_variance(fits):
 def test_bad_input_raises_input_error(fits, call, needle):
     with pytest.raises(InputError, match=needle):
         call(fits["log"])
+
+
+def test_mean_step_time_factor_is_the_lognormal_mean_and_one_without_bias(fits):
+    from perfmodel.stats.predictive import MeanStepTime, mean_step_model
+
+    log_fit = fits["log"]
+    m = MeanStepTime(log_fit)
+    s = math.sqrt(log_fit.rss / log_fit.dof)
+    e = np.random.default_rng(0).normal(0.0, s, 400_000)
+    assert m.factor == pytest.approx(float(np.mean(np.exp(e))), rel=2e-4)  # Monte Carlo
+    assert m.factor > 1.0
+    feats = {"B": np.array([1.0, 8.0]), "S": np.array([16.0, 512.0])}
+    np.testing.assert_allclose(m.predict(feats), m.factor * log_fit.predict(feats), rtol=1e-15)
+    assert m.model is log_fit.model and m.n == log_fit.n  # every other attribute is the fit's
+    assert MeanStepTime(fits["absolute"]).factor == 1.0
+    assert mean_step_model(m) is m
+    assert isinstance(mean_step_model(log_fit), MeanStepTime)
+
+    class Constant:
+        def predict(self, feats):
+            return np.full(len(feats["B"]), 10.0)
+
+    c = Constant()
+    assert mean_step_model(c) is c  # not a fit: nothing says it predicts a median
+    with pytest.raises(InputError, match="FitResult"):
+        MeanStepTime(c)
+
+
+def test_simulated_steps_last_the_mean_step_time(fits):
+    from perfmodel.decisions.simulate import simulate_closed_loop
+    from perfmodel.stats.predictive import MeanStepTime
+
+    log_fit = fits["log"]
+    kw = {"num_requests": 12, "concurrency": 4, "prompt_tokens": 32, "output_tokens": 8}
+    a = simulate_closed_loop(log_fit, **kw)
+    b = simulate_closed_loop(MeanStepTime(log_fit), **kw)
+    assert a.requests.equals(b.requests)  # the simulator applies the factor itself
+    f = MeanStepTime(log_fit).factor
+    steps = a.steps
+    np.testing.assert_allclose(steps["duration_ms"].to_numpy(),
+                               f * log_fit.predict({"B": steps["batch_size"].to_numpy(float),
+                                                    "S": steps["total_tokens"].to_numpy(float)}),
+                               rtol=1e-12)

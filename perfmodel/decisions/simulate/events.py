@@ -31,6 +31,7 @@ from perfmodel.decisions.simulate.loop import (
     _State,
 )
 from perfmodel.errors import InputError
+from perfmodel.stats.predictive import mean_step_model
 
 # ---------------------------------------------------------------------------
 # blocks of steps and the event loop
@@ -287,7 +288,15 @@ class _Loop:
 def _run(model, cfg, P, O, arrival=None, *, concurrency=None, seed=0, keep_steps=True,
          max_steps=None):
     """Simulate; return (state, step log rows, step start times, step model ms, step ms,
-    arrival times in order)."""
+    arrival times in order).
+
+    Without step noise every step lasts the fit's *mean* step time
+    (:func:`perfmodel.stats.predictive.mean_step_model`): latencies and busy
+    times are sums of steps. With ``cfg.step_noise_sd`` the median times the
+    log-normal noise has that mean already.
+    """
+    if cfg.step_noise_sd == 0:
+        model = mean_step_model(model)
     loop = _Loop(model, cfg, P, O, np.full(P.size, np.nan) if arrival is None
                  else np.asarray(arrival, float), concurrency, seed, keep_steps)
     st, N = loop.st, P.size

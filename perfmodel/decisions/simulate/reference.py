@@ -20,6 +20,7 @@ from perfmodel.data.features import batch_features
 from perfmodel.decisions.simulate._common import _predict_one
 from perfmodel.decisions.simulate.engine import EngineConfig
 from perfmodel.errors import InputError
+from perfmodel.stats.predictive import mean_step_model
 
 
 class _Req:
@@ -124,8 +125,11 @@ def _run_reference(model, requests: list[_Req], cfg: EngineConfig, *, closed: tu
     ``requests``: open loop, all requests (sorted by arrival).  Closed loop:
     ``closed = (num_requests, prompt array, output array)`` and ``requests``
     holds the first ``concurrency`` requests (arrival 0); each finish issues
-    the next request at the finish time.
+    the next request at the finish time. Steps last the fit's mean time
+    without step noise, as in :func:`.events._run`.
     """
+    if cfg.step_noise_sd == 0:
+        model = mean_step_model(model)
     rng = np.random.default_rng(seed)
     pending = deque(sorted(requests, key=lambda r: (r.arrival, r.rid)))
     all_reqs = list(pending)
