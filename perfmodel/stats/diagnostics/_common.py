@@ -48,7 +48,7 @@ class AndersonResult(NamedTuple):
 
 
 def _alias(field: str, doc: str) -> property:
-    """A read-only property returning the field ``field``, so every result has ``statistic``."""
+    """A read-only property that returns the field ``field`` (``statistic``/``pvalue`` aliases)."""
     return property(operator.attrgetter(field), doc=doc)
 
 
