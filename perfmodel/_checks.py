@@ -36,6 +36,7 @@ __all__ = [
     "check_probability",
     "check_real",
     "check_vector",
+    "nonpositive_rows_text",
     "rows_text",
 ]
 
@@ -274,6 +275,27 @@ def rows_text(mask, index=None, k: int = 5) -> str:
                            for v in (index[i] for i in bad[:k]))
     more = ", ..." if bad.size > k else ""
     return f"rows [{labels}{more}] ({bad.size} of {mask.size})"
+
+
+def nonpositive_rows_text(y) -> str:
+    """Describe the step times of ``y`` that are not finite and > 0, for an error message.
+
+    Parameters
+    ----------
+    y : array_like of float
+        Step times (ms), one per row.
+
+    Returns
+    -------
+    str
+        ``'3 bad rows (first [0, 4, 9])'`` (0-based positions, at most five
+        shown), or ``''`` when every value is finite and > 0.
+    """
+    import numpy as np
+
+    y = np.asarray(y, dtype=float)
+    rows = np.flatnonzero(~np.isfinite(y) | (y <= 0))
+    return f"{rows.size} bad rows (first {rows[:5].tolist()})" if rows.size else ""
 
 
 def check_vector(name: str, x: Any, *, min_n: int = 1, n: int | None = None,

@@ -1,4 +1,4 @@
-"""File output of the package: atomic writes, JSON-safe values, file digests.
+"""File output of the package: atomic writes, JSON-safe values, file digests, parsed inputs.
 
 Problem
 -------
@@ -10,6 +10,8 @@ folder) must be refused rather than replaced; JSON outputs must hold only
 JSON values (numpy scalars and arrays converted, NaN and infinity written as
 ``null``); and provenance records need the sha256 of a file's bytes.  These
 were written five times with small differences; this module is the one copy.
+A configuration file read in (:func:`read_parsed`) is refused with one
+message, never a parser's traceback, when it is missing or malformed.
 
 Guarantees of a write (:func:`atomic_open`)
 -------------------------------------------
@@ -56,6 +58,7 @@ __all__ = [
     "atomic_write_text",
     "check_output_path",
     "json_safe",
+    "read_parsed",
     "sha256_file",
     "terminate_as_interrupt",
 ]
@@ -408,3 +411,40 @@ def sha256_file(path) -> str:
         for block in iter(lambda: fh.read(_BLOCK), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def read_parsed(path, parse: Callable[[str], Any], errors, *, missing: str, invalid: str) -> Any:
+    """Parse the text of an input file, or raise InputError with the caller's message.
+
+    Problem: a reader of a configuration file (a model config's JSON, a
+    profile bundle's YAML) must refuse a missing file and a malformed one in
+    one line each, naming the file, never with the parser's traceback.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    parse : callable
+        Text -> value (e.g. :func:`json.loads`, :func:`yaml.safe_load`).
+    errors : exception type or tuple of types
+        What ``parse`` raises on malformed text (other errors propagate).
+    missing : str
+        The message when ``path`` is not a regular file.
+    invalid : str
+        The message when ``parse`` fails; ``" (<the parser's message>)"`` is appended.
+
+    Returns
+    -------
+    What ``parse`` returns.
+
+    Raises
+    ------
+    InputError
+        ``missing`` or ``invalid``.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(missing)
+    try:
+        return parse(p.read_text())
+    except errors as e:
+        raise InputError(f"{invalid} ({e})") from None

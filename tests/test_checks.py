@@ -13,6 +13,7 @@ from perfmodel._checks import (
     check_probability,
     check_real,
     check_vector,
+    nonpositive_rows_text,
     rows_text,
 )
 from perfmodel.errors import InputError
@@ -115,6 +116,13 @@ def test_check_choice():
         check_choice("policy", "x", ["fcfs"])
     with pytest.raises(InputError, match="must be one of"):
         check_choice("policy", ["unhashable"], {"fcfs"})
+
+
+def test_nonpositive_rows_text_counts_every_bad_time_and_shows_five():
+    y = np.array([1.0, np.nan, -1.0, 0.0, 2.0, np.inf, 0.0, 0.0, 3.0])
+    assert nonpositive_rows_text(y) == "6 bad rows (first [1, 2, 3, 5, 6])"
+    assert nonpositive_rows_text([2.0, 0.0]) == "1 bad rows (first [1])"
+    assert nonpositive_rows_text([0.5, 1e-9, 7.0]) == ""
 
 
 def test_rows_text():

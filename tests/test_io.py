@@ -1,4 +1,4 @@
-"""Tests of perfmodel._io: atomic writes, JSON-safe values, file digests."""
+"""Tests of perfmodel._io: atomic writes, JSON-safe values, file digests, parsed inputs."""
 from __future__ import annotations
 
 import hashlib
@@ -17,6 +17,7 @@ from perfmodel._io import (
     atomic_write_text,
     check_output_path,
     json_safe,
+    read_parsed,
     sha256_file,
 )
 from perfmodel.errors import InputError
@@ -205,3 +206,23 @@ def test_output_that_is_an_input_is_refused(tmp_path):
         atomic_write_text(src, "x", force=True, inputs=[tmp_path / "missing.csv", src])
     assert src.read_text() == "a\n1\n"
     atomic_write_text(tmp_path / "out.csv", "x", inputs=[src])  # another name: fine
+
+
+# ---------------------------------------------------------------------------
+# parsed inputs
+# ---------------------------------------------------------------------------
+
+def test_read_parsed_returns_the_parse_or_one_message(tmp_path):
+    kw = {"missing": "cfg: no file", "invalid": "cfg: not JSON"}
+    p = tmp_path / "a.json"
+    with pytest.raises(InputError, match="^cfg: no file$"):
+        read_parsed(p, json.loads, json.JSONDecodeError, **kw)
+    with pytest.raises(InputError, match="^cfg: no file$"):
+        read_parsed(tmp_path, json.loads, json.JSONDecodeError, **kw)  # a folder
+    p.write_text('{"a": [1, 2]}')
+    assert read_parsed(str(p), json.loads, json.JSONDecodeError, **kw) == {"a": [1, 2]}
+    p.write_text("{nope")
+    with pytest.raises(InputError, match=r"^cfg: not JSON \(Expecting property name"):
+        read_parsed(p, json.loads, json.JSONDecodeError, **kw)
+    with pytest.raises(json.JSONDecodeError):  # an error type not named propagates
+        read_parsed(p, json.loads, KeyError, **kw)

@@ -208,15 +208,10 @@ class FitScale:
         return y
 
     def link(self, mu) -> np.ndarray:
-        """The fitted value on the regressed scale: ``log mu`` or ``mu`` (as :meth:`target`).
+        """The fitted value on the regressed scale: :meth:`target` applied to ``mu``.
 
-        Parameters
-        ----------
-        mu : array_like, fitted step times (ms), > 0 on relative scales
-
-        Returns
-        -------
-        ndarray of the shape of ``mu``
+        ``mu`` (array_like): fitted step times (ms), > 0 on relative scales.
+        Returns ``log mu`` or ``mu``, an ndarray of the shape of ``mu``.
         """
         return self._target(_values("mu", mu, positive=self.positive))
 

@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfmodel._checks import check_int_range
+from perfmodel._checks import check_int_range, nonpositive_rows_text
 from perfmodel.errors import InputError
 
 __all__ = ["DRIFT_WINDOW", "NoiseFloor", "config_floor", "median_oracle_errors",
@@ -125,11 +125,9 @@ def _check_df(df, need, what):
         raise InputError(f"{what}: missing column(s) {missing}; columns present: "
                          f"{[str(c) for c in df.columns][:15]}")
     y = pd.to_numeric(df["duration_ms"], errors="coerce").to_numpy(float)
-    bad = ~np.isfinite(y) | (y <= 0)
-    if bad.any():
-        rows = np.flatnonzero(bad)
-        raise InputError(f"{what}: duration_ms must be finite and > 0; {rows.size} bad rows "
-                         f"(first {rows[:5].tolist()})")
+    bad = nonpositive_rows_text(y)
+    if bad:
+        raise InputError(f"{what}: duration_ms must be finite and > 0; {bad}")
     return y
 
 

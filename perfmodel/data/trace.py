@@ -47,25 +47,19 @@ from perfmodel.data.trace_schema import (
 )
 from perfmodel.data.trace_validate import validate_trace
 
-__all__ = [
-    "ALIASES",
-    "CANONICAL_COLUMNS",
-    "LIST_COLUMNS",
-    "MAX_COUNT",
-    "MIN_DURATION_MS",
-    "REQUIRED_COLUMNS",
-    "ROW_CONVENTION",
-    "ListColumn",
-    "check_degenerate",
-    "check_step_columns",
-    "describe_aliases",
-    "has_context",
-    "parse_int_list",
-    "parse_list_column",
-    "read_trace",
-    "resolve_aliases",
-    "step_features",
-    "time_order",
-    "trace_sha256",
+#: the public names, grouped by the module that defines each (in the order of Modules above)
+__all__ = [  # noqa: RUF022 - grouped by home module, sorted within each group
+    # trace_schema
+    "ALIASES", "CANONICAL_COLUMNS", "LIST_COLUMNS", "MAX_COUNT", "MIN_DURATION_MS",
+    "REQUIRED_COLUMNS", "ROW_CONVENTION", "describe_aliases", "resolve_aliases",
+    # trace_lists
+    "ListColumn", "parse_int_list", "parse_list_column",
+    # trace_checks
+    "check_degenerate", "check_step_columns",
+    # trace_validate
     "validate_trace",
+    # trace_read
+    "read_trace", "trace_sha256",
+    # trace_features
+    "has_context", "step_features", "time_order",
 ]

@@ -365,6 +365,7 @@ class RandomForest(Baseline):
     """
 
     name = "random_forest"
+    n_params = None
     _CTX_FEATURES = (*_CONTEXT, "n_decode")
     _fitted_attr = "forest_"
 
@@ -378,10 +379,6 @@ class RandomForest(Baseline):
         self.relative = relative
         self.random_state = random_state
         self.n_jobs = n_jobs
-
-    @property
-    def n_params(self) -> None:
-        return None
 
     def _X(self, df, feats, use_ctx):
         cols = [feats["B"], feats["S"]]
@@ -468,11 +465,8 @@ class SplitwiseInterp(Baseline):
     """
 
     name = "splitwise_interp"
+    n_params = None
     _fitted_attr = "profiles_"
-
-    @property
-    def n_params(self) -> None:
-        return None
 
     @staticmethod
     def _phase(feats):

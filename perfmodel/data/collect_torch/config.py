@@ -9,6 +9,7 @@ import json
 import os
 from pathlib import Path
 
+from perfmodel._io import read_parsed
 from perfmodel.errors import InputError
 
 
@@ -75,11 +76,8 @@ class LlamaConfig:
 
 def load_config(path: str | os.PathLike) -> LlamaConfig:
     """Read a :class:`LlamaConfig` from a JSON file (e.g. ``perfmodel/data/configs/llama-gpu-*.json``)."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"load_config: path={str(p)!r} is not a file")
-    try:
-        d = json.loads(p.read_text())
-    except json.JSONDecodeError as e:
-        raise InputError(f"load_config: {str(p)!r} is not valid JSON ({e})") from None
+    p = str(Path(path))
+    d = read_parsed(p, json.loads, json.JSONDecodeError,
+                    missing=f"load_config: path={p!r} is not a file",
+                    invalid=f"load_config: {p!r} is not valid JSON")
     return LlamaConfig.from_dict(d)

@@ -17,7 +17,6 @@ from perfmodel.data.datasets.registry import (
     ENV_HOME,
     ENV_MIRROR,
     ENV_OFFLINE,
-    REGISTRY,
     Dataset,
     get_dataset,
 )
@@ -139,7 +138,7 @@ def _read_csv(name: str, **kw) -> pd.DataFrame:
     path = fetch(name)
     df = pd.read_csv(path, **kw)
     df.attrs["source"] = name
-    df.attrs["sha256"] = REGISTRY[name].sha256
+    df.attrs["sha256"] = get_dataset(name).sha256
     return df
 
 

@@ -42,6 +42,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from perfmodel._io import read_parsed
 from perfmodel.data.datasets.fetch import fetch
 from perfmodel.data.datasets.registry import REGISTRY
 from perfmodel.errors import InputError
@@ -215,12 +216,9 @@ def _read_table(path: Path, fname: str) -> pd.DataFrame:
 
 def _read_meta(folder: Path) -> dict:
     p = folder / "meta.yaml"
-    if not p.is_file():
-        raise InputError(f"profile bundle {folder}: missing file meta.yaml")
-    try:
-        meta = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        raise InputError(f"profile bundle {p}: not valid YAML ({e})") from None
+    meta = read_parsed(p, yaml.safe_load, yaml.YAMLError,
+                       missing=f"profile bundle {folder}: missing file meta.yaml",
+                       invalid=f"profile bundle {p}: not valid YAML")
     if not isinstance(meta, dict):
         raise InputError(f"profile bundle {p}: expected a mapping at the top level")
     return meta

@@ -2,6 +2,7 @@
 """
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -46,19 +47,14 @@ class AndersonResult(NamedTuple):
     n: int
 
 
-def _lm_statistic(self) -> float:
-    """The LM statistic (alias, so every result has ``statistic``)."""
-    return self.lm
-
-
-def _lm_pvalue(self) -> float:
-    """The LM p-value (alias)."""
-    return self.lm_pvalue
+def _alias(field: str, doc: str) -> property:
+    """A read-only property that returns the field ``field`` (``statistic``/``pvalue`` aliases)."""
+    return property(operator.attrgetter(field), doc=doc)
 
 
 #: Shared by the two LM tests (Breusch-Pagan, White): ``statistic`` and ``pvalue`` aliases.
-_LM_STATISTIC = property(_lm_statistic)
-_LM_PVALUE = property(_lm_pvalue)
+_LM_STATISTIC = _alias("lm", "The LM statistic (alias, so every result has ``statistic``).")
+_LM_PVALUE = _alias("lm_pvalue", "The LM p-value (alias).")
 
 
 class BreuschPaganResult(NamedTuple):
@@ -120,10 +116,7 @@ class TrendResult(NamedTuple):
     pvalue: float
     n: int
 
-    @property
-    def statistic(self) -> float:
-        """The slope's t statistic (alias)."""
-        return self.t
+    statistic = _alias("t", "The slope's t statistic (alias).")
 
 
 # ----------------------------------------------------------------------------

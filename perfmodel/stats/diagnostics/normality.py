@@ -91,7 +91,8 @@ def jarque_bera(resid: Any) -> JarqueBeraResult:
     Parameters
     ----------
     resid : array_like, shape (n,)
-        Residuals, n >= 3, finite, not constant.
+        Residuals, n >= 3 (the p-value is asymptotic: hundreds or more), finite,
+        not constant.
 
     Returns
     -------

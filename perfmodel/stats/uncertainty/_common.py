@@ -9,6 +9,7 @@ from numbers import Integral, Real
 import numpy as np
 import pandas as pd
 
+from perfmodel._checks import nonpositive_rows_text
 from perfmodel._parallel import one_blas_thread  # noqa: F401 - defined once, there
 from perfmodel.core.scale import scale_of
 from perfmodel.errors import InputError
@@ -107,11 +108,9 @@ def _fit_data(fit, data, y, where: str):
     n = len(next(iter(feats.values())))
     if yy.shape != (n,):
         raise InputError(f"{where}: y has {yy.size} values but the features have {n} rows")
-    bad = ~np.isfinite(yy) | (yy <= 0)
-    if np.any(bad):
-        rows = np.nonzero(bad)[0]
-        raise InputError(f"{where}: step times must be finite and > 0: {rows.size} bad rows "
-                         f"(first {rows[:5].tolist()})")
+    bad = nonpositive_rows_text(yy)
+    if bad:
+        raise InputError(f"{where}: step times must be finite and > 0: {bad}")
     if n <= fit.model.n_params:
         raise InputError(f"{where}: {n} steps for {fit.model.n_params} parameters")
     return feats, yy

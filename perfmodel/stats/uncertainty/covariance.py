@@ -10,18 +10,7 @@ from scipy import stats
 
 from perfmodel.core.scale import scale_of
 from perfmodel.errors import InputError
-from perfmodel.stats.uncertainty._common import (
-    COV_TYPES,
-    _alpha_problem,
-    _check_fit,
-    _choice_problem,
-    _fit_data,
-    _fit_groups,
-    _free_mask,
-    _int_problem,
-    _leverage,
-    _raise,
-)
+from perfmodel.stats.uncertainty import _common
 
 # ---------------------------------------------------------------------------
 # covariance intervals
@@ -70,7 +59,7 @@ def sandwich_cov(J, e, kind: str = "HC3", *, maxlags: int | None = None,
     problems = []
     if J.ndim != 2 or J.shape[0] != e.size:
         problems.append(f"J must be (n, p) with n = len(e) = {e.size}, got shape {J.shape}")
-    problems += _choice_problem("kind", kind, ("HC0", "HC3", "HAC", "CR1"))
+    problems += _common._choice_problem("kind", kind, ("HC0", "HC3", "HAC", "CR1"))
     codes = None
     if kind == "CR1":
         if groups is None or np.asarray(groups).ravel().size != e.size:
@@ -80,17 +69,17 @@ def sandwich_cov(J, e, kind: str = "HC3", *, maxlags: int | None = None,
             if codes.max() < 1:
                 problems.append("CR1 needs at least 2 clusters")
     if maxlags is not None:
-        problems += _int_problem("maxlags", maxlags, 0)
+        problems += _common._int_problem("maxlags", maxlags, 0)
     if not problems and (not np.all(np.isfinite(J)) or not np.all(np.isfinite(e))):
         problems.append("J and e must be finite")
-    _raise(problems, "sandwich_cov")
+    _common._raise(problems, "sandwich_cov")
     n, _p = J.shape
     norms = np.linalg.norm(J, axis=0)
     norms[norms == 0] = 1.0
     Js = J / norms
     bread = np.linalg.pinv(Js.T @ Js, rcond=1e-13)
     if kind == "HC3":
-        h = _leverage(J)
+        h = _common._leverage(J)
         g = Js * (e / (1.0 - h))[:, None]
     else:
         g = Js * e[:, None]
@@ -145,9 +134,10 @@ def covariance_intervals(fit, alpha: float = 0.05, *, cov_type: str = "classical
     DataFrame indexed by parameter with columns estimate, stderr, lower, upper;
     ``attrs['method']``.
     """
-    _check_fit(fit, "covariance_intervals")
-    problems = _alpha_problem(alpha) + _choice_problem("cov_type", cov_type, COV_TYPES)
-    _raise(problems, "covariance_intervals")
+    _common._check_fit(fit, "covariance_intervals")
+    problems = (_common._alpha_problem(alpha)
+                + _common._choice_problem("cov_type", cov_type, _common.COV_TYPES))
+    _common._raise(problems, "covariance_intervals")
     q = stats.t.ppf(1 - alpha / 2, max(fit.dof, 1))
     est = np.asarray(fit.values, float)
     if cov_type == "classical":
@@ -156,12 +146,12 @@ def covariance_intervals(fit, alpha: float = 0.05, *, cov_type: str = "classical
         hi = np.array([ci[n][1] for n in fit.param_names])
         return _interval_frame(fit, est, np.asarray(fit.stderr, float), lo, hi,
                                "covariance", cov_type="classical", quantile=float(q))
-    feats, yy = _fit_data(fit, data, y, "covariance_intervals")
+    feats, yy = _common._fit_data(fit, data, y, "covariance_intervals")
     codes = None
     if cov_type == "CR1":
         if groups is None:
             raise InputError("covariance_intervals: cov_type 'CR1' needs groups")
-        codes = _fit_groups(fit, data, groups, yy.size, "covariance_intervals")
+        codes = _common._fit_groups(fit, data, groups, yy.size, "covariance_intervals")
         q = stats.t.ppf(1 - alpha / 2, int(codes.max()))
     cov = _robust_cov(fit, feats, yy, cov_type, maxlags, codes)
     se = np.sqrt(np.clip(np.diag(cov), 0, None))
@@ -176,7 +166,7 @@ def _robust_cov(fit, feats, yy, cov_type, maxlags=None, groups=None) -> np.ndarr
     mu = model.predict(fit.values, feats)
     J = scale.jacobian(model.jacobian(fit.values, feats), mu, yy)
     e = scale.residual(yy, mu)
-    free = _free_mask(fit)
+    free = _common._free_mask(fit)
     p = len(fit.param_names)
     cov = np.full((p, p), np.nan)
     if free.any():
