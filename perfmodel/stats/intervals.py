@@ -173,7 +173,7 @@ def conformal_bounds(scores, level, n_eff: float | None = None) -> tuple[float, 
 
 def _type6(x: np.ndarray, pos: float) -> np.ndarray:
     """Order statistic at 1-based position ``pos`` along the last axis, interpolated."""
-    k = int(math.floor(pos))
+    k = math.floor(pos)
     f = pos - k
     lo = x[..., max(k, 1) - 1]
     hi = x[..., min(k + 1, x.shape[-1]) - 1]
