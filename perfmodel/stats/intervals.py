@@ -68,7 +68,10 @@ Verification
 ------------
 ``tests/stats/test_intervals.py``: :func:`conformal_bounds` against the
 order statistics by hand and its coverage on exchangeable draws (the
-guarantee, within binomial tolerance); calibrated intervals cover fresh
+guarantee, within binomial tolerance); :func:`cluster_conformal_bounds`
+against interpolated order statistics by hand, and on 12 simulated
+clusters of 5 replicates (intraclass correlation 0.9) covering a step of a
+new cluster at 0.83 for level 0.8 where the step rank gives 0.77; calibrated intervals cover fresh
 steps of a synthetic trace with known heteroscedastic noise at their level
 per regime; the model-based interval is kept when no calibration exists.
 """
