@@ -190,3 +190,22 @@ def test_cluster_rank_covers_new_clusters_where_the_step_rank_falls_short():
     se = math.sqrt(level * (1 - level) / reps)
     assert level - 0.01 <= hit_c / reps <= level + 0.045, hit_c / reps
     assert hit_s / reps < level - 3 * se, hit_s / reps
+
+
+def test_calibration_records_its_quantile_rule_and_cluster_counts(calibrated):
+    from perfmodel.stats.intervals import QUANTILE_RULE
+
+    cal = calibrated.interval_calibration
+    assert cal["quantile_rule"] == QUANTILE_RULE and cal["clusters"] == "steps"
+    for pool in cal["pools"].values():  # no config column: every step its own cluster
+        if pool["n"] >= 2:
+            assert pool["n_clusters"] == pool["n"]
+
+
+def test_calibration_counts_configurations_when_the_trace_has_them():
+    d = _trace(400, 5)
+    d["config"] = [f"c{i // 4}" for i in range(len(d))]  # 100 configurations of 4 rows
+    fit = fit_model(d, "seed_id", n_starts=1)
+    cal = calibrate_intervals(fit, d, n_starts=1)
+    assert cal["clusters"] == "config"
+    assert cal["pools"]["*|*"]["n_clusters"] == 100 and cal["pools"]["*|*"]["n"] == 400
