@@ -19,8 +19,18 @@ otherwise), this script
    interval at 0.8, 0.9 and 0.95 contain its measured time.
 
 It prints (and with ``--out`` writes) the coverage per dataset x regime x
-level with the count of held-out steps ``n`` and the binomial standard
-error of the conformal coverage.  Regimes: ``all``; the phases of
+level with the count of held-out steps ``n``, the binomial standard
+error of the conformal coverage and the median relative width
+``(upper - lower) / predicted`` of each interval (an interval that covers by
+being wide shows here).
+
+``--transfer`` adds the across-runs check: for each model folder of
+``--cpu-root`` (default ``data/vllm-cpu``), ``mixed-r1.csv`` is fitted and
+calibrated as ``perfmodel fit`` does, and every other trace of the folder
+(same-seed replicates, closed loop, sweeps, fixed tokens) is predicted with
+the interval at each level: coverage and width per trace x phase.  No fold
+of one run can see a run-level shift, so this measures how far an interval
+made on one run carries to another.  Regimes: ``all``; the phases of
 :func:`perfmodel.stats.validation.regime`; ``short`` / ``medium`` / ``long`` by the
 calibration's rule (predicted time in the bottom, middle or top third of the
 training steps' predicted times); ``pred>=10ms`` (predicted time >= 10 ms).
@@ -28,6 +38,7 @@ training steps' predicted times); ``pred>=10ms`` (predicted time >= 10 ms).
 Usage::
 
     nice python scripts/interval_study.py [--only gpu vllm-cpu splitwise] [--out FILE]
+    nice python scripts/interval_study.py --only none --transfer [--cpu-root DIR]
 """
 from __future__ import annotations
 
@@ -97,6 +108,8 @@ def one_part(df: pd.DataFrame, scheme: str, time_ordered, starts: int) -> pd.Dat
             c = conformal_interval(fit, test, lv, calibration=cal)
             out[f"model_{lv}"] = (y >= m.lower) & (y <= m.upper)
             out[f"conformal_{lv}"] = (y >= c.lower) & (y <= c.upper)
+            out[f"wmodel_{lv}"] = (m.upper - m.lower) / mu
+            out[f"wconformal_{lv}"] = (c.upper - c.lower) / mu
         rows.append(out)
     return pd.concat(rows, ignore_index=True)
 
@@ -116,10 +129,53 @@ def summarise(name: str, steps: pd.DataFrame) -> pd.DataFrame:
         for lv in LEVELS:
             cm = float(steps.loc[m, f"model_{lv}"].mean())
             cc = float(steps.loc[m, f"conformal_{lv}"].mean())
+            wm = float(np.median(steps.loc[m, f"wmodel_{lv}"]))
+            wc = float(np.median(steps.loc[m, f"wconformal_{lv}"]))
             rows.append({"dataset": name, "regime": reg, "level": lv, "n": n,
                          "model": round(cm, 3), "conformal": round(cc, 3),
+                         "width_model": round(wm, 3), "width_conformal": round(wc, 3),
                          "se": round(float(np.sqrt(lv * (1 - lv) / n)), 3),
                          "within_3pt": abs(cc - lv) <= 0.03})
+    return pd.DataFrame(rows)
+
+
+def transfer(cpu_root: Path, starts: int) -> pd.DataFrame:
+    """Fit and calibrate on ``mixed-r1.csv`` of each model folder; cover its other traces."""
+    from perfmodel.core.fit import fit_model
+    from perfmodel.core.model import default_for
+    from perfmodel.data.trace import read_trace
+    from perfmodel.stats.intervals import calibrate_intervals, conformal_interval
+    from perfmodel.stats.validation import regime
+
+    rows = []
+    for mdir in sorted(d for d in cpu_root.iterdir() if d.is_dir()):
+        base = mdir / "mixed-r1.csv"
+        if not base.exists():
+            continue
+        log(f"transfer: {mdir.name}: fit and calibrate on {base.name}")
+        df = read_trace(base)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit = fit_model(df, default_for(df), n_starts=starts)
+            fit.interval_calibration = calibrate_intervals(fit, df, n_starts=min(starts, 4))
+        for path in sorted(mdir.glob("*.csv")):
+            if ".calib-" in path.name or path == base:
+                continue
+            test = read_trace(path)
+            y, mu = test["duration_ms"].to_numpy(float), fit.predict(test)
+            phase = regime(test).astype(str).to_numpy()
+            for lv in LEVELS:
+                c = conformal_interval(fit, test, lv)
+                inside, width = (y >= c.lower) & (y <= c.upper), (c.upper - c.lower) / mu
+                for reg in ("all", "decode-only", "mixed", "prefill-heavy"):
+                    m = np.ones(len(y), bool) if reg == "all" else phase == reg
+                    if m.any():
+                        rows.append({"dataset": mdir.name, "trace": path.stem, "regime": reg,
+                                     "level": lv, "n": int(m.sum()),
+                                     "conformal": round(float(inside[m].mean()), 3),
+                                     "width_conformal": round(float(np.median(width[m])), 3),
+                                     "median_log_ratio": round(float(np.median(
+                                         np.log(y[m] / mu[m]))), 3)})
     return pd.DataFrame(rows)
 
 
@@ -128,6 +184,9 @@ def main(argv=None) -> int:
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--starts", type=int, default=4)
     ap.add_argument("--out", default=None, help="CSV of the table (written atomically)")
+    ap.add_argument("--transfer", action="store_true",
+                    help="also fit on mixed-r1 of each --cpu-root model and cover its other traces")
+    ap.add_argument("--cpu-root", default=str(ROOT / "data" / "vllm-cpu"))
     args = ap.parse_args(argv)
     tables = []
     for name, loads, scheme, timed in study_parts(args.only):
@@ -138,13 +197,22 @@ def main(argv=None) -> int:
                 warnings.simplefilter("ignore")
                 steps.append(one_part(load(), scheme, timed, args.starts))
         tables.append(summarise(name, pd.concat(steps, ignore_index=True)))
-    table = pd.concat(tables, ignore_index=True)
-    with pd.option_context("display.max_rows", None, "display.width", 200):
-        print(table.to_string(index=False))
-    if args.out:
-        from perfmodel._io import atomic_write_text
+    from perfmodel._io import atomic_write_text
 
-        atomic_write_text(args.out, table.to_csv(index=False), force=True)
+    if tables:
+        table = pd.concat(tables, ignore_index=True)
+        with pd.option_context("display.max_rows", None, "display.width", 200):
+            print(table.to_string(index=False))
+        if args.out:
+            atomic_write_text(args.out, table.to_csv(index=False), force=True)
+    if args.transfer:
+        tt = transfer(Path(args.cpu_root), args.starts)
+        with pd.option_context("display.max_rows", None, "display.width", 200):
+            print(tt.to_string(index=False))
+        if args.out:
+            out = Path(args.out)
+            atomic_write_text(out.with_name(out.stem + "-transfer.csv"),
+                              tt.to_csv(index=False), force=True)
     return 0
 
 

@@ -41,6 +41,14 @@ The stored object (JSON, self-contained)
 ``folds``
     how the held-out residuals were made (scheme, k, seed, time_ordered,
     block, n_steps).
+``quantile_rule`` (optional)
+    how the pools' bounds were computed: ``'cluster-subsample-interpolated'``
+    (one score per configuration, subsampled, interpolated rank; written
+    since this key exists) or ``'step-rank'`` (the finite-sample step rank; a
+    calibration without the key was made so).  Both are read the same way:
+    the bounds are stored, only their meaning is recorded.
+``clusters`` (optional)
+    the column whose rows were one cluster (``'config'``), or ``'steps'``.
 
 Verification
 ------------
@@ -59,8 +67,8 @@ from typing import Any
 
 from perfmodel.errors import InputError
 
-__all__ = ["ALL", "KEY", "LENGTHS", "METHOD", "PHASES", "VERSION", "check_interval_calibration",
-           "pool_chain"]
+__all__ = ["ALL", "KEY", "LENGTHS", "METHOD", "PHASES", "QUANTILE_RULES", "VERSION",
+           "check_interval_calibration", "pool_chain"]
 
 #: the FIT.json key
 KEY = "interval_calibration"
@@ -68,6 +76,8 @@ KEY = "interval_calibration"
 VERSION = 1
 #: the method name
 METHOD = "mondrian-cv-conformal"
+#: the ways pool bounds may have been computed (optional key ``quantile_rule``)
+QUANTILE_RULES = ("cluster-subsample-interpolated", "step-rank")
 #: phase labels (those of :func:`perfmodel.stats.validation.regime`)
 PHASES = ("decode-only", "mixed", "prefill-heavy")
 #: length labels
@@ -169,6 +179,9 @@ def check_interval_calibration(obj: Any) -> dict:
         raise InputError(f"{KEY}.pools has unknown pool names {bad}")
     for name, pool in pools.items():
         _check_pool(name, pool, len(levels))
+    if obj.get("quantile_rule", "step-rank") not in QUANTILE_RULES:
+        raise InputError(f"{KEY}.quantile_rule must be one of {list(QUANTILE_RULES)}, "
+                         f"got {obj['quantile_rule']!r}")
     if not isinstance(obj["folds"], Mapping):
         raise InputError(f"{KEY}.folds must be a JSON object")
     return dict(obj)

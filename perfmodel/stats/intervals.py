@@ -23,13 +23,21 @@ Method
    fit's predicted time against the tertiles of the predicted times of the
    fitted steps (stored as ``length_thresholds_ms``).  No rule depends on a
    dataset.
-3. *Finite-sample conformal quantiles per pool* (:func:`conformal_bounds`):
-   for ``n`` scores and level ``1 - a``, the upper bound is the
-   ``ceil((n + 1)(1 - a/2))``-th smallest score and the lower bound the
-   ``floor((n + 1) a/2)``-th (none when that rank is outside ``1..n``);
-   each side then has miss probability at most ``a/2`` for an exchangeable
-   new score (split conformal; Vovk et al., *Algorithmic Learning in a
-   Random World*, 2005; Lei et al., JASA 2018).
+3. *Conformal quantiles per pool, one score per cluster*
+   (:func:`cluster_conformal_bounds`): replicates of one configuration
+   (``config`` column, :func:`calibration_clusters`) share their model
+   error, so the rank counts the pool's ``m`` configurations, not its
+   steps: one score is drawn per configuration and the order statistic at
+   ``(m + 1)(1 - a/2)``, interpolated, is averaged over 200 draws
+   (repeated subsampling, Dunn, Wasserman and Ramdas, JASA 2022); the lower
+   bound is the mirror image (none when that position is above ``m``).
+   Without a ``config`` column every step is its own cluster and this is
+   the interpolated split-conformal rank (Vovk et al., *Algorithmic
+   Learning in a Random World*, 2005; Lei et al., JASA 2018), whose
+   expected coverage is the level itself.  The step-level ceiling rank of
+   :func:`conformal_bounds` (used before; FIT.json's ``quantile_rule`` says
+   which) treats replicates as independent and under-covered held-out
+   configurations (README.md, Prediction intervals).
 4. *Mondrian fallback*: a step uses the finest pool of
    :func:`perfmodel.core.interval_calibration.pool_chain` (its cell, its
    phase, every step) that holds at least ``min_count`` (50) scores and has
@@ -60,7 +68,10 @@ Verification
 ------------
 ``tests/stats/test_intervals.py``: :func:`conformal_bounds` against the
 order statistics by hand and its coverage on exchangeable draws (the
-guarantee, within binomial tolerance); calibrated intervals cover fresh
+guarantee, within binomial tolerance); :func:`cluster_conformal_bounds`
+against interpolated order statistics by hand, and on 12 simulated
+clusters of 5 replicates (intraclass correlation 0.9) covering a step of a
+new cluster at 0.83 for level 0.8 where the step rank gives 0.77; calibrated intervals cover fresh
 steps of a synthetic trace with known heteroscedastic noise at their level
 per regime; the model-based interval is kept when no calibration exists.
 """
@@ -77,6 +88,7 @@ from perfmodel.core.interval_calibration import (
     KEY,
     LENGTHS,
     METHOD,
+    QUANTILE_RULES,
     VERSION,
     check_interval_calibration,
     pool_chain,
@@ -92,14 +104,21 @@ from perfmodel.stats.validation import (
     regime,
 )
 
-__all__ = ["LEVELS", "MIN_COUNT", "Interval", "calibrate_intervals", "conformal_bounds",
-           "conformal_interval", "cv_residuals", "interval_regimes", "model_interval",
+__all__ = ["CLUSTER_COLUMN", "LEVELS", "MIN_COUNT", "QUANTILE_RULE", "Interval",
+           "calibrate_intervals", "calibration_clusters", "cluster_conformal_bounds",
+           "conformal_bounds", "conformal_interval", "cv_residuals", "interval_regimes", "model_interval",
            "prediction_interval"]
 
 #: levels stored by a calibration: 0.50, 0.51, ..., 0.99
 LEVELS = tuple(round(0.5 + 0.01 * i, 2) for i in range(50))
 #: fewest held-out scores a pool needs
 MIN_COUNT = 50
+#: the column whose rows share a model error (one configuration's replicates)
+CLUSTER_COLUMN = "config"
+#: how the stored bounds were computed (:func:`cluster_conformal_bounds`)
+QUANTILE_RULE = QUANTILE_RULES[0]
+#: one-score-per-cluster subsamples averaged by :func:`cluster_conformal_bounds`
+SUBSAMPLES = 200
 #: prefill_ratio of the phase rule
 PREFILL_RATIO = 32.0
 _EPS = 1e-9
@@ -153,6 +172,79 @@ def conformal_bounds(scores, level, n_eff: float | None = None) -> tuple[float, 
         return -math.inf, math.inf
     k = min(max(math.ceil(n * p - _EPS), 1), n)  # smallest k with k/n >= p
     return float(s[n - k]), float(s[k - 1])
+
+
+def _type6(x: np.ndarray, pos: float) -> np.ndarray:
+    """Order statistic at 1-based position ``pos`` along the last axis, interpolated."""
+    k = math.floor(pos)
+    f = pos - k
+    lo = x[..., max(k, 1) - 1]
+    hi = x[..., min(k + 1, x.shape[-1]) - 1]
+    return lo + f * (hi - lo) if k >= 1 else x[..., 0]
+
+
+def cluster_conformal_bounds(scores, clusters, level, n_sub: int = SUBSAMPLES,
+                             seed: int = 0) -> tuple[float, float]:
+    """Conformal score bounds for a step of a new cluster (configuration).
+
+    Problem: replicates of one configuration share most of their residual
+    (Splitwise: intraclass correlation 0.7-0.98), so ``n`` steps hold about
+    as much information as their ``m`` configurations, and the step-level
+    rank of :func:`conformal_bounds` (as if ``n`` scores were independent)
+    is too close to the centre: a held-out configuration falls outside more
+    often than ``1 - level``.
+
+    Method: repeated subsampling of Dunn, Wasserman and Ramdas (JASA 2022,
+    "Distribution-free prediction sets for two-layer hierarchical models",
+    arXiv:1809.07441): draw one score per cluster (``m`` scores,
+    exchangeable with a step of a new cluster), take the order statistic at
+    position ``(m + 1)(1 - a/2)``, ``a = 1 - level``, interpolated between
+    neighbours (Hyndman-Fan type 6: its expected coverage is ``1 - a/2``
+    exactly, where the ceiling rank of :func:`conformal_bounds` is
+    conservative by up to ``1/(m + 1)``), the lower bound its mirror image;
+    average both over ``n_sub`` draws (fixed ``seed``).  Without clusters
+    (every score its own) no draw is needed and this is the interpolated
+    split-conformal rank.  The target is coverage *at* the level (README.md,
+    Prediction intervals), not at least the level.
+
+    Parameters
+    ----------
+    scores : array_like of finite calibration scores
+    clusters : array_like, one label per score (configuration)
+    level : central coverage in (0, 1)
+    n_sub : subsamples averaged (>= 1)
+    seed : random seed of the subsamples
+
+    Returns
+    -------
+    (lower, upper); ``-inf`` / ``+inf`` where ``(m + 1)(1 - a/2) > m`` (too few
+    clusters for that level).
+    """
+    level = _level(level)
+    s = np.asarray(scores, dtype=float).ravel()
+    g = np.asarray(clusters).ravel()
+    if s.size == 0 or not np.all(np.isfinite(s)):
+        raise InputError("scores must be a non-empty array of finite numbers")
+    if g.shape != s.shape:
+        raise InputError(f"clusters must hold one label per score ({s.size}), got {g.size}")
+    if isinstance(n_sub, bool) or not isinstance(n_sub, int) or n_sub < 1:
+        raise InputError(f"n_sub must be an integer >= 1, got {n_sub!r}")
+    codes = pd.factorize(g)[0]
+    m = int(codes.max()) + 1
+    pos = (m + 1) * (1.0 - (1.0 - level) / 2.0)
+    if pos > m + _EPS:
+        return -math.inf, math.inf
+    if m == s.size:
+        x = np.sort(s)[None, :]
+    else:
+        order = np.lexsort((s, codes))
+        size = np.bincount(codes)
+        start = np.r_[0, np.cumsum(size)[:-1]]
+        u = np.random.default_rng(seed).random((n_sub, m))
+        x = np.sort(s[order][start + np.floor(u * size).astype(int)], axis=1)
+    hi = float(np.mean(_type6(x, pos)))
+    lo = float(np.mean(_type6(x, m + 1 - pos)))
+    return lo, hi
 
 
 def interval_regimes(df: pd.DataFrame, mu, thresholds_ms,
@@ -245,24 +337,31 @@ def cv_residuals(fit, df: pd.DataFrame, *, scheme: str = "auto", k: int = 5, see
     return out, folds
 
 
-def _pool(scores: np.ndarray, groups: np.ndarray, levels) -> dict:
-    """Conformal bounds per level of one pool, its rank from the clusters' ``n_eff``."""
+def _pool(scores: np.ndarray, groups: np.ndarray, clusters: np.ndarray, levels) -> dict:
+    """Bounds per level of one pool (:func:`cluster_conformal_bounds`) and its diagnostics.
+
+    ``groups``: the fold engine's leak-free groups (for the intraclass
+    correlation reported); ``clusters``: the units that share a residual
+    (configurations), which set the rank.
+    """
     from perfmodel.stats.uncertainty.clustering import intraclass_correlation
 
     if scores.size < 2:
         return {"n": int(scores.size), "lower": [None] * len(levels),
                 "upper": [None] * len(levels)}
     cs = intraclass_correlation(scores, groups)
+    m = int(pd.factorize(clusters)[0].max()) + 1
     lower, upper, tail = [], [], []
     for lv in levels:
-        lo, hi = conformal_bounds(scores, lv)
-        tail.append(not math.isfinite(hi))
+        lo, hi = cluster_conformal_bounds(scores, clusters, lv)
+        tail.append(not (math.isfinite(hi) and math.isfinite(lo)))
         if tail[-1]:
-            lo, hi = normal_tail_bounds(scores, lv, cs.n_eff)
+            lo, hi = normal_tail_bounds(scores, lv, min(cs.n_eff, float(m)))
         lower.append(float(f"{lo:.6g}"))
         upper.append(float(f"{hi:.6g}"))
-    return {"n": int(scores.size), "n_groups": cs.n_groups, "icc": round(cs.icc, 4),
-            "n_eff": round(cs.n_eff, 1), "lower": lower, "upper": upper, "normal_tail": tail}
+    return {"n": int(scores.size), "n_clusters": m, "n_groups": cs.n_groups,
+            "icc": round(cs.icc, 4), "n_eff": round(cs.n_eff, 1), "lower": lower,
+            "upper": upper, "normal_tail": tail}
 
 
 def normal_tail_bounds(scores, level, n_eff: float) -> tuple[float, float]:
@@ -297,6 +396,29 @@ def normal_tail_bounds(scores, level, n_eff: float) -> tuple[float, float]:
     return min(m - half, float(s.min())), max(m + half, float(s.max()))
 
 
+def calibration_clusters(df: pd.DataFrame) -> np.ndarray:
+    """The unit whose scores share a residual: the configuration, else each step.
+
+    Replicates of one configuration (the ``config`` column, rule 1 of
+    :func:`perfmodel.stats.validation.fold_groups`) share its model error;
+    a trace without it (one engine run) has every step as its own unit.
+    Time blocks are not clusters here: they keep folds leak-free, and the
+    residuals of neighbouring blocks are only weakly alike (README.md,
+    Prediction intervals).
+
+    Parameters
+    ----------
+    df : step trace
+
+    Returns
+    -------
+    ndarray of labels, one per row
+    """
+    if CLUSTER_COLUMN in df.columns:
+        return df[CLUSTER_COLUMN].astype(str).to_numpy(dtype=object)
+    return np.arange(len(df))
+
+
 def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int = MIN_COUNT,
                         scheme: str = "auto", k: int = 5, seed: int = 0,
                         time_ordered: bool | None = None, block: int = DEFAULT_BLOCK,
@@ -327,17 +449,19 @@ def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int 
     thresholds = [float(f"{v:.6g}") for v in np.quantile(mu, [1 / 3, 2 / 3])]
     phase, length = interval_regimes(d, mu, thresholds, prefill_ratio)
     groups = fold_groups(d, time_ordered=time_ordered, block=block)
+    clusters = calibration_clusters(d)
     ok = np.isfinite(resid)
-    pools = {ALL: _pool(resid[ok], groups[ok], levels)}
+    pools = {ALL: _pool(resid[ok], groups[ok], clusters[ok], levels)}
     for p in sorted(set(phase[ok])):
         sel = ok & (phase == p)
-        pools[f"{p}|*"] = _pool(resid[sel], groups[sel], levels)
+        pools[f"{p}|*"] = _pool(resid[sel], groups[sel], clusters[sel], levels)
         for ln in LENGTHS:
             cell = sel & (length == ln)
             if cell.any():
-                pools[f"{p}|{ln}"] = _pool(resid[cell], groups[cell], levels)
+                pools[f"{p}|{ln}"] = _pool(resid[cell], groups[cell], clusters[cell], levels)
     cal = {"version": VERSION, "method": METHOD, "scale": scale_of(fit).name,
-           "levels": levels, "min_count": min_count,
+           "levels": levels, "min_count": min_count, "quantile_rule": QUANTILE_RULE,
+           "clusters": CLUSTER_COLUMN if CLUSTER_COLUMN in d.columns else "steps",
            "regime_rule": {"phase": {"prefill_ratio": float(prefill_ratio)},
                            "length_thresholds_ms": thresholds},
            "pools": pools, "folds": folds}
@@ -403,7 +527,9 @@ def conformal_interval(fit, df: pd.DataFrame, level, calibration: dict | None = 
     phase, length = interval_regimes(df, mu, rule["length_thresholds_ms"],
                                      rule["phase"]["prefill_ratio"])
     lo, hi, used = _bounds_for(cal, phase, length, match[0])
-    text = (f"{METHOD}: per-regime finite-sample quantiles of {cal['folds'].get('k')}-fold "
+    rule_q = cal.get("quantile_rule", "step-rank")
+    text = (f"{METHOD} ({rule_q}, clusters: {cal.get('clusters', 'steps')}): per-regime "
+            f"quantiles of {cal['folds'].get('k')}-fold "
             f"{cal['folds'].get('scheme')} held-out {cal['scale']}-scale residuals "
             f"(pools used: {used})")
     return Interval(level, "conformal", _inverse(scale, mu, lo, "lower"),

@@ -48,10 +48,17 @@ def _broken(path, value):
     (("pools", "*|*", "n"), -1, "n must be"),
     (("regime_rule", "phase"), {"prefill_ratio": 1}, "prefill_ratio"),
     (("min_count",), 0, "min_count"),
+    (("quantile_rule",), "median", "quantile_rule"),
 ])
 def test_damage_is_named(path, value, needle):
     with pytest.raises(InputError, match=needle):
         check_interval_calibration(_broken(path, value))
+
+
+@pytest.mark.parametrize("rule", ["cluster-subsample-interpolated", "step-rank"])
+def test_both_quantile_rules_pass_and_a_calibration_without_the_key_is_the_step_rank(rule):
+    # GOOD has no quantile_rule: a calibration written before the key existed still loads
+    assert check_interval_calibration({**GOOD, "quantile_rule": rule})["quantile_rule"] == rule
 
 
 def test_not_an_object():
