@@ -325,6 +325,11 @@ def _prepare(data, y, model: Model, outlier_window, allow_degenerate: bool = Fal
     return feats, y, keep, dropped, sha
 
 
+#: above this many fitted steps :func:`fit_model` takes the large-trace path (bounded memory)
+LARGE_ROWS = 500_000
+#: rows of the seeded subsample a large trace is first polished on
+POLISH_ROWS = 200_000
+
 #: most restarts of the trust-region solver from its own solution (see _restart_until_stalled)
 MAX_RESTARTS = 20
 
@@ -356,7 +361,7 @@ def _restart_until_stalled(refit: Callable[[np.ndarray], CurveFit], r: CurveFit,
 
 def _check_fit_arguments(*, f_scale, weights, seed, outlier_window, x0, max_nfev, tukey_c,
                          max_irls, multistart_subsample, tol, x_scale, scale,
-                         allow_degenerate):
+                         allow_degenerate, large_rows=None):
     """Every scalar option of :func:`fit_model`; returns the outlier window as floats (or None)."""
     from perfmodel._checks import check_int_range, check_number, check_positive
 
@@ -384,6 +389,8 @@ def _check_fit_arguments(*, f_scale, weights, seed, outlier_window, x0, max_nfev
     check_int_range("max_irls", max_irls, 1)
     if multistart_subsample is not None:
         check_int_range("multistart_subsample", multistart_subsample, 2)
+    if large_rows is not None:
+        check_int_range("large_rows", large_rows, 1)
     check_number("tol", tol, lo=float(np.finfo(float).eps), hi=1.0, lo_open=True, hi_open=True)
     if not (isinstance(x_scale, str) and x_scale == "jac"):
         xs = _as_float_array("x_scale", x_scale) if not isinstance(x_scale, str) else None
@@ -424,13 +431,14 @@ def _check_options(model, loss, relative, n_starts) -> tuple[Model, Model]:
 
 def _kept_rows(m: Model, feats_all, y_all, keep, weights):
     """Features, step times and weights of the steps inside the outlier window."""
-    feats = {k: v[keep] for k, v in feats_all.items()}
-    yk = y_all[keep]
+    every = bool(keep.all())  # nothing dropped: no copy of the (possibly huge) columns
+    feats = feats_all if every else {k: v[keep] for k, v in feats_all.items()}
+    yk = y_all if every else y_all[keep]
     if weights is not None:
         w_all = np.asarray(weights, float).ravel()
         if w_all.shape != y_all.shape:
             raise InputError(f"weights has length {w_all.size}, the trace has {y_all.size} steps")
-        wk = w_all[keep]
+        wk = w_all if every else w_all[keep]
     else:
         wk = None
     n, p = yk.size, m.n_params
@@ -557,6 +565,26 @@ def _multistart(prob: _Problem, starts, pscale, *, loss, f_scale, subsample, rng
     return r, s0, n_ok
 
 
+def _fit_large(prob: _Problem, starts, pscale, m: Model, *, loss, f_scale, subsample, rng):
+    """The large-trace path of :func:`fit_model` (its ``large_rows``).
+
+    The robust scale, the race of the starts and the polish with restarts run
+    on a seeded subsample of :data:`POLISH_ROWS` steps; the winner is then
+    solved on all steps in blocks.  Returns ``(blocked problem, fit, start,
+    converged starts, robust scale)``.
+    """
+    from perfmodel.core.fit_blocked import as_blocked
+
+    n = prob.y.size
+    small = prob.subset(np.sort(rng.choice(n, min(POLISH_ROWS, n), replace=False)))
+    fsc = _robust_scale(small, loss, f_scale, m.clip(starts[0]) * pscale)
+    race_loss = "linear" if loss == "tukey" else loss
+    r, s0, n_ok = _multistart(small, starts, pscale, loss=race_loss, f_scale=fsc,
+                              subsample=subsample, rng=rng, name=m.name)
+    big = as_blocked(prob)
+    return big, big.solve(r.params, loss=race_loss, f_scale=fsc), s0, n_ok, fsc
+
+
 def _irls_tukey(prob: _Problem, r: CurveFit, c: float, max_irls: int):
     """Tukey's biweight by IRLS from fit ``r`` -> (fit, weights, scale, iterations)."""
     base_w = prob.weights
@@ -582,7 +610,8 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
               scale: bool = True, outlier_window=None, x0=None, max_nfev: int | None = 2000,
               tukey_c: float = 4.685, max_irls: int = 30,
               multistart_subsample: int | None = 5000, tol: float = 1e-8,
-              x_scale="jac", allow_degenerate: bool = False):
+              x_scale="jac", allow_degenerate: bool = False,
+              large_rows: int | None = LARGE_ROWS):
     """Fit a latency model to a step trace.
 
     Problem: minimise ``0.5 sum rho(r_i^2)`` with ``r_i = log T_hat_i - log T_i``
@@ -618,6 +647,15 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
         then refined on all steps (None: every start on all steps)
     allow_degenerate : fit a degenerate trace (identical rows, sub-microsecond
         durations, a single (B, S)) instead of refusing it
+    large_rows : int or None; above this many fitted steps (default
+        :data:`LARGE_ROWS`) the large-trace path is taken: the starts race
+        and the winner is polished on a seeded subsample of :data:`POLISH_ROWS`
+        steps (the robust scale's pilot fit too), then the optimum on all steps
+        is found by :func:`perfmodel.core.fit_blocked.blocked_solve`, which
+        never holds the ``n x p`` Jacobian (memory: the features and a few
+        ``n``-vectors).  It reaches the same optimum as the ordinary path
+        within the optimiser tolerance (``tests/core/test_fit_blocked.py``).
+        None: always the ordinary path.
 
     Every argument is checked first: a bad one raises
     :class:`~perfmodel.errors.InputError` naming it.
@@ -633,7 +671,7 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
         f_scale=f_scale, weights=weights, seed=seed, outlier_window=outlier_window, x0=x0,
         max_nfev=max_nfev, tukey_c=tukey_c, max_irls=max_irls,
         multistart_subsample=multistart_subsample, tol=tol, x_scale=x_scale, scale=scale,
-        allow_degenerate=allow_degenerate)
+        allow_degenerate=allow_degenerate, large_rows=large_rows)
     feats_all, y_all, keep, dropped, sha = _prepare(data, y, m, window, allow_degenerate)
     _check_spread(feats_all, keep, allow_degenerate)
     feats, yk, wk = _kept_rows(m, feats_all, y_all, keep, weights)
@@ -641,9 +679,14 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
                                         tol=tol, max_nfev=max_nfev, x_scale=x_scale)
     rng = np.random.default_rng(seed)
     starts = _start_points(m, feats, yk, x0, n_starts, rng)
-    fsc = _robust_scale(prob, loss, f_scale, m.clip(starts[0]) * pscale)
-    r, s0, n_ok = _multistart(prob, starts, pscale, loss="linear" if loss == "tukey" else loss,
-                              f_scale=fsc, subsample=multistart_subsample, rng=rng, name=m.name)
+    race_loss = "linear" if loss == "tukey" else loss
+    if large_rows is not None and yk.size > large_rows:
+        prob, r, s0, n_ok, fsc = _fit_large(prob, starts, pscale, m, loss=loss, f_scale=f_scale,
+                                            subsample=multistart_subsample, rng=rng)
+    else:
+        fsc = _robust_scale(prob, loss, f_scale, m.clip(starts[0]) * pscale)
+        r, s0, n_ok = _multistart(prob, starts, pscale, loss=race_loss, f_scale=fsc,
+                                  subsample=multistart_subsample, rng=rng, name=m.name)
     irls_iter, w_final = 0, prob.weights
     if loss == "tukey":
         r, w_final, fsc, irls_iter = _irls_tukey(prob, r, tukey_c, max_irls)
