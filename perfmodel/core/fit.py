@@ -22,12 +22,14 @@ method for large-scale bound-constrained minimization (the ``trf`` method).
 """
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy import optimize
 
+from perfmodel._parallel import one_blas_thread
 from perfmodel.core.model import Model, get_model
 from perfmodel.core.scale import SCALES, get_scale
 from perfmodel.errors import FitError, InputError
@@ -472,11 +474,17 @@ class _Problem:
                        weights=None if self.weights is None else self.weights[rows])
 
 
-def _scaled_problem(m: Model, feats, yk, wk, *, relative, scale, tol, max_nfev, x_scale):
-    """Median scaling of the features -> (medians, scale factor per parameter, problem)."""
+def _scaled_problem(m: Model, feats, yk, wk, *, relative, scale, tol, max_nfev, x_scale,
+                    only_required: bool = False):
+    """Median scaling of the features -> (medians, scale factor per parameter, problem).
+
+    ``only_required``: scaled copies of the model's own features only (the
+    large-trace path: the others would be full-length copies nobody reads).
+    """
     med = {k: (float(np.median(v[v > 0])) if np.any(v > 0) else 1.0) if scale else 1.0
            for k, v in feats.items()}
-    fs = {k: v / med[k] for k, v in feats.items()}
+    fs = {k: v / med[k] for k, v in feats.items()
+          if not only_required or k in m.requires}
     pscale = np.array([np.prod([med[k] ** pw for k, pw in prm.scales_with.items()]) or 1.0
                        for prm in m.params])
     fscale = get_scale(relative)
@@ -565,18 +573,18 @@ def _multistart(prob: _Problem, starts, pscale, *, loss, f_scale, subsample, rng
     return r, s0, n_ok
 
 
-def _fit_large(prob: _Problem, starts, pscale, m: Model, *, loss, f_scale, subsample, rng):
+def _fit_large(prob: _Problem, sub, starts, pscale, m: Model, *, loss, f_scale, subsample,
+               rng):
     """The large-trace path of :func:`fit_model` (its ``large_rows``).
 
     The robust scale, the race of the starts and the polish with restarts run
-    on a seeded subsample of :data:`POLISH_ROWS` steps; the winner is then
-    solved on all steps in blocks.  Returns ``(blocked problem, fit, start,
-    converged starts, robust scale)``.
+    on the seeded subsample ``sub`` (:data:`POLISH_ROWS` steps, where the starts
+    were computed); the winner is then solved on all steps in blocks.  Returns
+    ``(blocked problem, fit, start, converged starts, robust scale)``.
     """
     from perfmodel.core.fit_blocked import as_blocked
 
-    n = prob.y.size
-    small = prob.subset(np.sort(rng.choice(n, min(POLISH_ROWS, n), replace=False)))
+    small = prob.subset(sub)
     fsc = _robust_scale(small, loss, f_scale, m.clip(starts[0]) * pscale)
     race_loss = "linear" if loss == "tukey" else loss
     r, s0, n_ok = _multistart(small, starts, pscale, loss=race_loss, f_scale=fsc,
@@ -648,9 +656,10 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
     allow_degenerate : fit a degenerate trace (identical rows, sub-microsecond
         durations, a single (B, S)) instead of refusing it
     large_rows : int or None; above this many fitted steps (default
-        :data:`LARGE_ROWS`) the large-trace path is taken: the starts race
-        and the winner is polished on a seeded subsample of :data:`POLISH_ROWS`
-        steps (the robust scale's pilot fit too), then the optimum on all steps
+        :data:`LARGE_ROWS`) the large-trace path is taken: the start points,
+        the robust scale's pilot fit, the race of the starts and the polish of
+        the winner use a seeded subsample of :data:`POLISH_ROWS` steps, then
+        the optimum on all steps
         is found by :func:`perfmodel.core.fit_blocked.blocked_solve`, which
         never holds the ``n x p`` Jacobian (memory: the features and a few
         ``n``-vectors).  It reaches the same optimum as the ordinary path
@@ -675,21 +684,32 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
     feats_all, y_all, keep, dropped, sha = _prepare(data, y, m, window, allow_degenerate)
     _check_spread(feats_all, keep, allow_degenerate)
     feats, yk, wk = _kept_rows(m, feats_all, y_all, keep, weights)
+    large = large_rows is not None and yk.size > large_rows
     med, pscale, prob = _scaled_problem(m, feats, yk, wk, relative=relative, scale=scale,
-                                        tol=tol, max_nfev=max_nfev, x_scale=x_scale)
+                                        tol=tol, max_nfev=max_nfev, x_scale=x_scale,
+                                        only_required=large)
     rng = np.random.default_rng(seed)
-    starts = _start_points(m, feats, yk, x0, n_starts, rng)
-    race_loss = "linear" if loss == "tukey" else loss
-    if large_rows is not None and yk.size > large_rows:
-        prob, r, s0, n_ok, fsc = _fit_large(prob, starts, pscale, m, loss=loss, f_scale=f_scale,
-                                            subsample=multistart_subsample, rng=rng)
+    if large:  # the start points come from the polish subsample too
+        sub = np.sort(rng.choice(yk.size, min(POLISH_ROWS, yk.size), replace=False))
+        starts = _start_points(m, {k: v[sub] for k, v in feats.items()}, yk[sub], x0,
+                               n_starts, rng)
     else:
-        fsc = _robust_scale(prob, loss, f_scale, m.clip(starts[0]) * pscale)
-        r, s0, n_ok = _multistart(prob, starts, pscale, loss=race_loss, f_scale=fsc,
-                                  subsample=multistart_subsample, rng=rng, name=m.name)
-    irls_iter, w_final = 0, prob.weights
-    if loss == "tukey":
-        r, w_final, fsc, irls_iter = _irls_tukey(prob, r, tukey_c, max_irls)
+        starts = _start_points(m, feats, yk, x0, n_starts, rng)
+    race_loss = "linear" if loss == "tukey" else loss
+    # the large path's solves are small (p x p factors, subsamples): one BLAS thread, as
+    # in perfmodel._parallel (spinning BLAS threads made this path 5x slower under load)
+    with one_blas_thread() if large else contextlib.nullcontext():
+        if large:
+            prob, r, s0, n_ok, fsc = _fit_large(prob, sub, starts, pscale, m, loss=loss,
+                                                f_scale=f_scale, subsample=multistart_subsample,
+                                                rng=rng)
+        else:
+            fsc = _robust_scale(prob, loss, f_scale, m.clip(starts[0]) * pscale)
+            r, s0, n_ok = _multistart(prob, starts, pscale, loss=race_loss, f_scale=fsc,
+                                      subsample=multistart_subsample, rng=rng, name=m.name)
+        irls_iter, w_final = 0, prob.weights
+        if loss == "tukey":
+            r, w_final, fsc, irls_iter = _irls_tukey(prob, r, tukey_c, max_irls)
 
     theta = r.params / pscale
     cov = r.cov / np.outer(pscale, pscale)  # elementwise: NaN rows stay local
