@@ -30,7 +30,8 @@ solved by iteratively reweighted Gauss-Newton with weights ``rho'(z_i)``:
 the weighted normal equations have the robust cost's gradient, so its fixed
 point is the same stationary point ``least_squares`` finds.
 
-It starts near the optimum (:func:`perfmodel.core.fit.fit_model` polishes on a
+``prob`` is a scaled problem of :mod:`perfmodel.core.fit` (``func``, ``jac``,
+``x``, ``y``, ``weights``, ``bounds``, ``tol``, ``max_nfev``).  It starts near the optimum (:func:`perfmodel.core.fit.fit_model` polishes on a
 seeded subsample first) and memory is the features, a few ``n``-vectors and
 one block.  Verified against ``fit_curve`` on the same problems (same
 parameters within the optimiser tolerance, same covariance) in
@@ -38,14 +39,12 @@ parameters within the optimiser tolerance, same covariance) in
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from perfmodel.core.fit import STATUS_MESSAGES, CurveFit, _Problem, covariance
+from perfmodel.core.lsq_result import STATUS_MESSAGES, CurveFit, covariance
 from perfmodel.errors import FitError
 
-__all__ = ["BLOCK_ROWS", "BlockedProblem", "as_blocked", "blocked_solve"]
+__all__ = ["BLOCK_ROWS", "blocked_solve"]
 
 #: rows per block of a pass (one block's Jacobian is BLOCK_ROWS x p float64: 19 MB at p = 9)
 BLOCK_ROWS = 262_144
@@ -74,26 +73,13 @@ def _blocks(n: int):
         yield slice(s, min(s + BLOCK_ROWS, n))
 
 
-@dataclass(frozen=True)
-class BlockedProblem(_Problem):
-    """A :class:`perfmodel.core.fit._Problem` solved by :func:`blocked_solve`."""
-
-    def solve(self, start, *, loss: str = "linear", f_scale: float = 1.0) -> CurveFit:
-        return blocked_solve(self, start, loss=loss, f_scale=f_scale)
-
-    def subset(self, rows) -> _Problem:
-        """The rows ``rows`` as an ordinary (in-memory) problem."""
-        base = _Problem(**{k: getattr(self, k) for k in _Problem.__dataclass_fields__})
-        return base.subset(rows)
-
-
-def _block(prob: _Problem, sl: slice):
+def _block(prob, sl: slice):
     x = {k: v[sl] for k, v in prob.x.items()}
     sw = None if prob.weights is None else np.sqrt(prob.weights[sl])
     return x, sw
 
 
-def _cost(prob: _Problem, theta, loss: str, f2: float) -> float:
+def _cost(prob, theta, loss: str, f2: float) -> float:
     """The robust cost ``0.5 f^2 sum rho(r^2 / f^2)`` in one pass (inf if not finite)."""
     total = 0.0
     for sl in _blocks(prob.y.size):
@@ -106,7 +92,7 @@ def _cost(prob: _Problem, theta, loss: str, f2: float) -> float:
     return cost if np.isfinite(cost) else np.inf
 
 
-def _factor(prob: _Problem, theta, loss: str, f2: float, robust: bool):
+def _factor(prob, theta, loss: str, f2: float, robust: bool):
     """One pass: the triangular factor of ``[sqrt(omega) J | sqrt(omega) r]`` and the cost.
 
     ``omega = rho'(r^2/f^2)`` when ``robust`` (the reweighted Gauss-Newton
@@ -160,7 +146,7 @@ def _held(theta, lo, hi, direction):
     return ((theta <= lo) & (direction < 0)) | ((theta >= hi) & (direction > 0))
 
 
-def _iterate(prob: _Problem, x, lo, hi, *, loss, f2, robust, tol, max_iter):
+def _iterate(prob, x, lo, hi, *, loss, f2, robust, tol, max_iter):
     """LM iterations from ``x`` -> (x, cost, status, passes)."""
     RJ, q, cost = _factor(prob, x, loss, f2, robust)
     nfev, lam = 1, 0.0
@@ -194,7 +180,7 @@ def _iterate(prob: _Problem, x, lo, hi, *, loss, f2, robust, tol, max_iter):
     return x, cost, 0, nfev
 
 
-def blocked_solve(prob: _Problem, start, *, loss: str = "linear",
+def blocked_solve(prob, start, *, loss: str = "linear",
                   f_scale: float = 1.0) -> CurveFit:
     """Solve ``prob`` from ``start`` in blocks; a :class:`CurveFit` like ``fit_curve``'s.
 
@@ -226,9 +212,3 @@ def blocked_solve(prob: _Problem, start, *, loss: str = "linear",
                     n=n, dof=dof, nfev=nfev, status=status,
                     message=STATUS_MESSAGES.get(status, "stopped"), success=status > 0,
                     jac=RJ, cost=float(cost), at_bound=at_bound, unidentified=unident)
-
-
-def as_blocked(prob: _Problem) -> BlockedProblem:
-    """The same problem, solved in blocks."""
-    return BlockedProblem(**{k: getattr(prob, k) for k in _Problem.__dataclass_fields__})
-
