@@ -18,6 +18,7 @@ Usage::
 
     python -m benchmarks.bench_large_trace            # or: python benchmarks/bench_large_trace.py
     python benchmarks/bench_large_trace.py --rows 1000000 --parquet
+    python benchmarks/bench_large_trace.py --trace a.parquet --trace b.csv   # given files
 """
 from __future__ import annotations
 
@@ -58,8 +59,9 @@ def make_traces(rows: int, folder: Path) -> tuple[Path, Path]:
     return ctx, noctx
 
 
-def run_child(argv: list[str]) -> tuple[float, float, int]:
-    """Run ``python -m perfmodel ARGV`` -> (wall s, peak RSS MB of that child, exit code)."""
+def run_child(argv: list[str]) -> tuple[float, float, int, float]:
+    """Run ``python -m perfmodel ARGV`` -> (wall s, peak RSS MB of that child, exit code,
+    CPU s of that child: user + system, less sensitive to a shared machine than wall)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "perfmodel", *argv],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -69,7 +71,7 @@ def run_child(argv: list[str]) -> tuple[float, float, int]:
     wall = time.perf_counter() - t0
     if proc.returncode and err.strip():
         print(err.strip().splitlines()[-1], file=sys.stderr)
-    return wall, usage.ru_maxrss / 1024.0, proc.returncode
+    return wall, usage.ru_maxrss / 1024.0, proc.returncode, usage.ru_utime + usage.ru_stime
 
 
 def main(argv=None):
@@ -80,25 +82,33 @@ def main(argv=None):
     ap.add_argument("--only", choices=["ctx", "noctx"], help="time one trace only")
     ap.add_argument("--extra", nargs=argparse.REMAINDER, default=[],
                     help="further arguments of perfmodel fit (e.g. --bootstrap 10)")
+    ap.add_argument("--trace", type=Path, action="append", default=[],
+                    help="time the fit of this trace file instead (repeatable; no generation)")
     a = ap.parse_args(argv)
-    ctx, noctx = make_traces(a.rows, a.dir)
-    traces = {"ctx": ctx, "noctx": noctx}
+    if a.trace:
+        traces = {p.name: p for p in a.trace}
+        a.dir.mkdir(parents=True, exist_ok=True)
+        a.parquet = a.only = None
+    else:
+        ctx, noctx = make_traces(a.rows, a.dir)
+        traces = {"ctx": ctx, "noctx": noctx}
     if a.only:
         traces = {a.only: traces[a.only]}
     if a.parquet:
         for k, p in list(traces.items()):
             pq = p.with_suffix(".parquet")
             if not pq.exists():
-                wall, peak, rc = run_child(["convert", str(p), "-o", str(pq)])
+                wall, peak, rc, _ = run_child(["convert", str(p), "-o", str(pq)])
                 print(f"convert {p.name}: {wall:.1f} s, peak {peak:.0f} MB, exit {rc}", flush=True)
             traces[k + "-parquet"] = pq
-    print(f"{'trace':<16} {'MB':>7} {'wall s':>7} {'peak MB':>8} {'exit':>4}  load average", flush=True)
+    print(f"{'trace':<22} {'MB':>7} {'wall s':>7} {'CPU s':>6} {'peak MB':>8} {'exit':>4}  "
+          "load average", flush=True)
     for name, p in traces.items():
         load = os.getloadavg()
-        wall, peak, rc = run_child(["fit", str(p), "-o", str(a.dir / f"fit_{name}.json"),
-                                    "--force", "--json", *a.extra])
+        wall, peak, rc, cpu = run_child(["fit", str(p), "-o", str(a.dir / f"fit_{name}.json"),
+                                         "--force", "--json", *a.extra])
         size = p.stat().st_size / 1e6
-        print(f"{name:<16} {size:>7.0f} {wall:>7.1f} {peak:>8.0f} {rc:>4}  "
+        print(f"{name:<22} {size:>7.0f} {wall:>7.1f} {cpu:>6.1f} {peak:>8.0f} {rc:>4}  "
               + " ".join(f"{v:.2f}" for v in load), flush=True)
 
 

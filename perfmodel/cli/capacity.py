@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from perfmodel.cli.common import add_random_state_argument
+from perfmodel._parallel import check_backend
+from perfmodel.cli.common import add_backend_arguments, add_random_state_argument
 from perfmodel.decisions.capacity import capacity
 from perfmodel.decisions.requests_workload import SLO, load_workload_file, workload_from_lengths
 from perfmodel.decisions.simulate import POLICIES, ROUTINGS, EngineConfig, estimate_step_overhead
@@ -81,6 +82,9 @@ def add_decision_arguments(parser) -> None:
     parser.add_argument("--max-load", type=float, default=None,
                         help="search cap (req/s or clients)")
     add_random_state_argument(parser, "arrivals, step noise and parameter draws")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="parallel jobs for the replications (-1: all cores; default 1)")
+    add_backend_arguments(parser)
 
 
 def add_capacity_arguments(parser) -> None:
@@ -165,11 +169,13 @@ def _answer_text(d: dict, key: str, unit: str) -> str:
 
 def capacity_command(args) -> tuple[str, dict]:
     """Run ``perfmodel capacity``; return (text, JSON-safe dict)."""
+    check_backend(args.backend, args.scheduler)
     fit, workload, slo, engine, est, samples = load_fit_and_inputs(args)
     d = capacity(fit, workload, slo, mode=args.mode, engine=engine,
                  replications=args.replications, level=args.level, boot_samples=samples,
                  noise=not args.no_noise, rel_tol=args.rel_tol, max_load=args.max_load,
-                 seed=args.seed)
+                 seed=args.seed, backend=args.backend, n_jobs=args.jobs,
+                 scheduler=args.scheduler)
     if est is not None:
         d["assumptions"]["overhead_estimate"] = est._asdict()
     key, unit = ("max_rate", "req/s") if args.mode == "rate" else ("max_concurrency", "clients")
@@ -189,13 +195,15 @@ def tune_command(args) -> tuple[str, dict]:
     """Run ``perfmodel tune``; return (text, JSON-safe dict)."""
     from perfmodel.cli.sla import int_list
 
+    check_backend(args.backend, args.scheduler)
     fit, workload, slo, engine, est, samples = load_fit_and_inputs(args)
     d = tune_token_budget(fit, workload, slo, mode=args.mode, objective=args.objective,
                           load=args.load, max_num_seqs_grid=int_list(args.seqs_grid, "--seqs-grid"),
                           max_num_batched_tokens_grid=int_list(args.tokens_grid, "--tokens-grid"),
                           engine=engine, replications=args.replications, level=args.level,
                           boot_samples=samples, noise=not args.no_noise, rel_tol=args.rel_tol,
-                          max_load=args.max_load, seed=args.seed)
+                          max_load=args.max_load, seed=args.seed, backend=args.backend,
+                          n_jobs=args.jobs, scheduler=args.scheduler)
     if est is not None:
         d["assumptions"]["overhead_estimate"] = est._asdict()
     rec, base = d["recommended"], d["baseline"]

@@ -22,12 +22,20 @@ method for large-scale bound-constrained minimization (the ``trf`` method).
 """
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import optimize
 
+from perfmodel._parallel import one_blas_thread
+from perfmodel.core.lsq_result import (  # noqa: F401 - re-exported (one place: lsq_result)
+    MAX_RELATIVE_STDERR,
+    STATUS_MESSAGES,
+    CurveFit,
+    covariance,
+)
 from perfmodel.core.model import Model, get_model
 from perfmodel.core.scale import SCALES, get_scale
 from perfmodel.errors import FitError, InputError
@@ -38,44 +46,6 @@ LOSSES = ("linear", "huber", "soft_l1", "cauchy", "tukey")
 #: the residual scales (:mod:`perfmodel.core.scale`)
 RELATIVE = tuple(SCALES)
 
-#: scipy least_squares status codes (one table, as scipy's TERMINATION_MESSAGES)
-STATUS_MESSAGES = {
-    -1: "improper input parameters",
-    0: "the maximum number of function evaluations is exceeded",
-    1: "gtol termination condition is satisfied",
-    2: "ftol termination condition is satisfied",
-    3: "xtol termination condition is satisfied",
-    4: "both ftol and xtol termination conditions are satisfied",
-}
-
-
-@dataclass
-class CurveFit:
-    """Result of :func:`fit_curve`.
-
-    ``cov`` is ``s^2 (J^T J)^{-1}`` with ``s^2 = RSS/(n-p)`` computed from the
-    (weighted) residuals at the optimum, the quantity NIST certifies; rows
-    and columns of parameters that sit at a bound, or that the Jacobian
-    cannot resolve (rank deficiency), are NaN.
-    """
-
-    params: np.ndarray
-    stderr: np.ndarray
-    cov: np.ndarray
-    rss: float
-    residuals: np.ndarray
-    n: int
-    dof: int
-    nfev: int
-    status: int
-    message: str
-    success: bool
-    jac: np.ndarray
-    cost: float
-    at_bound: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
-    unidentified: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
-
-
 def _as_bounds(bounds, p):
     lo, hi = bounds
     lo = np.broadcast_to(np.asarray(lo, float), (p,)).copy()
@@ -84,65 +54,6 @@ def _as_bounds(bounds, p):
         bad = np.nonzero(lo >= hi)[0].tolist()
         raise InputError(f"bounds: lower >= upper for parameter indices {bad}")
     return lo, hi
-
-
-#: a standard error this many times the parameter's magnitude says the data do not determine it
-MAX_RELATIVE_STDERR = 1e8
-
-
-def covariance(J: np.ndarray, rss: float, dof: int, free: np.ndarray | None = None,
-               rcond: float = 1e-12, theta: np.ndarray | None = None,
-               max_rel_se: float = MAX_RELATIVE_STDERR):
-    """Covariance ``s^2 (J^T J)^{-1}`` on the free parameters, NaN elsewhere.
-
-    Uses the SVD of ``J`` (columns scaled to unit norm for conditioning);
-    singular directions below ``rcond`` mark the parameters that load on
-    them as unidentified (NaN rows/columns) rather than inventing a huge
-    finite variance.  With ``theta``, a parameter whose standard error
-    exceeds ``max_rel_se * |theta|`` is unidentified too: the column scaling
-    hides a Jacobian column that is tiny but not zero (``k_B = 214`` in a
-    saturated ``1 - exp(-k_B B)`` has a column of ~1e-93 and a standard error
-    of ~1e92, while at ``k_B = 749`` the column underflows to 0), so without
-    this rule the flag depended on where in the flat region the solver
-    stopped -- and that moved with the BLAS kernel.
-    """
-    _n, p = J.shape
-    free = np.ones(p, bool) if free is None else np.asarray(free, bool)
-    cov = np.full((p, p), np.nan)
-    unident = np.zeros(p, bool)
-    idx = np.nonzero(free)[0]
-    if idx.size == 0 or dof <= 0:
-        return cov, unident
-    Jf = J[:, idx]
-    norms = np.linalg.norm(Jf, axis=0)
-    zero = norms == 0
-    norms[zero] = 1.0
-    Js = Jf / norms
-    _, sv, vt = np.linalg.svd(Js, full_matrices=False)
-    tol = rcond * sv[0] if sv.size else 0.0
-    keep = sv > tol
-    if not np.all(keep):
-        null = vt[~keep]
-        loads = np.max(np.abs(null), axis=0) > 0.1
-        unident[idx[loads | zero]] = True
-    vk = vt[keep]
-    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        inv = (vk.T / sv[keep] ** 2) @ vk
-        inv = inv / np.outer(norms, norms)
-        c = (rss / dof) * inv
-    # a variance that overflows float64 is an unresolved direction, not a number
-    var = np.diag(c)
-    unident[idx[~np.isfinite(var)]] = True
-    if theta is not None:
-        mag = np.abs(np.asarray(theta, float)[idx])
-        with np.errstate(invalid="ignore"):
-            vague = np.sqrt(np.where(np.isfinite(var), var, np.inf)) > max_rel_se * mag
-        unident[idx[vague & (mag > 0)]] = True
-    cov[np.ix_(idx, idx)] = c
-    bad = np.nonzero(unident)[0]
-    cov[bad, :] = np.nan
-    cov[:, bad] = np.nan
-    return cov, unident
 
 
 def fit_curve(func: Callable, xdata, ydata, p0, *, jac: Callable | None = None,
@@ -325,6 +236,11 @@ def _prepare(data, y, model: Model, outlier_window, allow_degenerate: bool = Fal
     return feats, y, keep, dropped, sha
 
 
+#: above this many fitted steps :func:`fit_model` takes the large-trace path (bounded memory)
+LARGE_ROWS = 500_000
+#: rows of the seeded subsample a large trace is first polished on
+POLISH_ROWS = 200_000
+
 #: most restarts of the trust-region solver from its own solution (see _restart_until_stalled)
 MAX_RESTARTS = 20
 
@@ -356,7 +272,7 @@ def _restart_until_stalled(refit: Callable[[np.ndarray], CurveFit], r: CurveFit,
 
 def _check_fit_arguments(*, f_scale, weights, seed, outlier_window, x0, max_nfev, tukey_c,
                          max_irls, multistart_subsample, tol, x_scale, scale,
-                         allow_degenerate):
+                         allow_degenerate, large_rows=None):
     """Every scalar option of :func:`fit_model`; returns the outlier window as floats (or None)."""
     from perfmodel._checks import check_int_range, check_number, check_positive
 
@@ -384,6 +300,8 @@ def _check_fit_arguments(*, f_scale, weights, seed, outlier_window, x0, max_nfev
     check_int_range("max_irls", max_irls, 1)
     if multistart_subsample is not None:
         check_int_range("multistart_subsample", multistart_subsample, 2)
+    if large_rows is not None:
+        check_int_range("large_rows", large_rows, 1)
     check_number("tol", tol, lo=float(np.finfo(float).eps), hi=1.0, lo_open=True, hi_open=True)
     if not (isinstance(x_scale, str) and x_scale == "jac"):
         xs = _as_float_array("x_scale", x_scale) if not isinstance(x_scale, str) else None
@@ -424,13 +342,14 @@ def _check_options(model, loss, relative, n_starts) -> tuple[Model, Model]:
 
 def _kept_rows(m: Model, feats_all, y_all, keep, weights):
     """Features, step times and weights of the steps inside the outlier window."""
-    feats = {k: v[keep] for k, v in feats_all.items()}
-    yk = y_all[keep]
+    every = bool(keep.all())  # nothing dropped: no copy of the (possibly huge) columns
+    feats = feats_all if every else {k: v[keep] for k, v in feats_all.items()}
+    yk = y_all if every else y_all[keep]
     if weights is not None:
         w_all = np.asarray(weights, float).ravel()
         if w_all.shape != y_all.shape:
             raise InputError(f"weights has length {w_all.size}, the trace has {y_all.size} steps")
-        wk = w_all[keep]
+        wk = w_all if every else w_all[keep]
     else:
         wk = None
     n, p = yk.size, m.n_params
@@ -464,11 +383,35 @@ class _Problem:
                        weights=None if self.weights is None else self.weights[rows])
 
 
-def _scaled_problem(m: Model, feats, yk, wk, *, relative, scale, tol, max_nfev, x_scale):
-    """Median scaling of the features -> (medians, scale factor per parameter, problem)."""
+@dataclass(frozen=True)
+class _BlockedProblem(_Problem):
+    """The same problem solved in blocks (:func:`perfmodel.core.fit_blocked.blocked_solve`)."""
+
+    def solve(self, start, *, loss: str = "linear", f_scale: float = 1.0) -> CurveFit:
+        from perfmodel.core.fit_blocked import blocked_solve
+
+        return blocked_solve(self, start, loss=loss, f_scale=f_scale)
+
+    def subset(self, rows) -> _Problem:
+        """The rows ``rows`` as an ordinary (in-memory) problem."""
+        return _Problem.subset(_as(self, _Problem), rows)
+
+
+def _as(prob: _Problem, kind: type) -> _Problem:
+    return kind(**{k: getattr(prob, k) for k in _Problem.__dataclass_fields__})
+
+
+def _scaled_problem(m: Model, feats, yk, wk, *, relative, scale, tol, max_nfev, x_scale,
+                    only_required: bool = False):
+    """Median scaling of the features -> (medians, scale factor per parameter, problem).
+
+    ``only_required``: scaled copies of the model's own features only (the
+    large-trace path: the others would be full-length copies nobody reads).
+    """
     med = {k: (float(np.median(v[v > 0])) if np.any(v > 0) else 1.0) if scale else 1.0
            for k, v in feats.items()}
-    fs = {k: v / med[k] for k, v in feats.items()}
+    fs = {k: v / med[k] for k, v in feats.items()
+          if not only_required or k in m.requires}
     pscale = np.array([np.prod([med[k] ** pw for k, pw in prm.scales_with.items()]) or 1.0
                        for prm in m.params])
     fscale = get_scale(relative)
@@ -557,6 +500,24 @@ def _multistart(prob: _Problem, starts, pscale, *, loss, f_scale, subsample, rng
     return r, s0, n_ok
 
 
+def _fit_large(prob: _Problem, sub, starts, pscale, m: Model, *, loss, f_scale, subsample,
+               rng):
+    """The large-trace path of :func:`fit_model` (its ``large_rows``).
+
+    The robust scale, the race of the starts and the polish with restarts run
+    on the seeded subsample ``sub`` (:data:`POLISH_ROWS` steps, where the starts
+    were computed); the winner is then solved on all steps in blocks.  Returns
+    ``(blocked problem, fit, start, converged starts, robust scale)``.
+    """
+    small = prob.subset(sub)
+    fsc = _robust_scale(small, loss, f_scale, m.clip(starts[0]) * pscale)
+    race_loss = "linear" if loss == "tukey" else loss
+    r, s0, n_ok = _multistart(small, starts, pscale, loss=race_loss, f_scale=fsc,
+                              subsample=subsample, rng=rng, name=m.name)
+    big = _as(prob, _BlockedProblem)
+    return big, big.solve(r.params, loss=race_loss, f_scale=fsc), s0, n_ok, fsc
+
+
 def _irls_tukey(prob: _Problem, r: CurveFit, c: float, max_irls: int):
     """Tukey's biweight by IRLS from fit ``r`` -> (fit, weights, scale, iterations)."""
     base_w = prob.weights
@@ -582,7 +543,8 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
               scale: bool = True, outlier_window=None, x0=None, max_nfev: int | None = 2000,
               tukey_c: float = 4.685, max_irls: int = 30,
               multistart_subsample: int | None = 5000, tol: float = 1e-8,
-              x_scale="jac", allow_degenerate: bool = False):
+              x_scale="jac", allow_degenerate: bool = False,
+              large_rows: int | None = LARGE_ROWS):
     """Fit a latency model to a step trace.
 
     Problem: minimise ``0.5 sum rho(r_i^2)`` with ``r_i = log T_hat_i - log T_i``
@@ -618,6 +580,16 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
         then refined on all steps (None: every start on all steps)
     allow_degenerate : fit a degenerate trace (identical rows, sub-microsecond
         durations, a single (B, S)) instead of refusing it
+    large_rows : int or None; above this many fitted steps (default
+        :data:`LARGE_ROWS`) the large-trace path is taken: the start points,
+        the robust scale's pilot fit, the race of the starts and the polish of
+        the winner use a seeded subsample of :data:`POLISH_ROWS` steps, then
+        the optimum on all steps
+        is found by :func:`perfmodel.core.fit_blocked.blocked_solve`, which
+        never holds the ``n x p`` Jacobian (memory: the features and a few
+        ``n``-vectors).  It reaches the same optimum as the ordinary path
+        within the optimiser tolerance (``tests/core/test_fit_blocked.py``).
+        None: always the ordinary path.
 
     Every argument is checked first: a bad one raises
     :class:`~perfmodel.errors.InputError` naming it.
@@ -633,20 +605,36 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
         f_scale=f_scale, weights=weights, seed=seed, outlier_window=outlier_window, x0=x0,
         max_nfev=max_nfev, tukey_c=tukey_c, max_irls=max_irls,
         multistart_subsample=multistart_subsample, tol=tol, x_scale=x_scale, scale=scale,
-        allow_degenerate=allow_degenerate)
+        allow_degenerate=allow_degenerate, large_rows=large_rows)
     feats_all, y_all, keep, dropped, sha = _prepare(data, y, m, window, allow_degenerate)
     _check_spread(feats_all, keep, allow_degenerate)
     feats, yk, wk = _kept_rows(m, feats_all, y_all, keep, weights)
+    large = large_rows is not None and yk.size > large_rows
     med, pscale, prob = _scaled_problem(m, feats, yk, wk, relative=relative, scale=scale,
-                                        tol=tol, max_nfev=max_nfev, x_scale=x_scale)
+                                        tol=tol, max_nfev=max_nfev, x_scale=x_scale,
+                                        only_required=large)
     rng = np.random.default_rng(seed)
-    starts = _start_points(m, feats, yk, x0, n_starts, rng)
-    fsc = _robust_scale(prob, loss, f_scale, m.clip(starts[0]) * pscale)
-    r, s0, n_ok = _multistart(prob, starts, pscale, loss="linear" if loss == "tukey" else loss,
-                              f_scale=fsc, subsample=multistart_subsample, rng=rng, name=m.name)
-    irls_iter, w_final = 0, prob.weights
-    if loss == "tukey":
-        r, w_final, fsc, irls_iter = _irls_tukey(prob, r, tukey_c, max_irls)
+    if large:  # the start points come from the polish subsample too
+        sub = np.sort(rng.choice(yk.size, min(POLISH_ROWS, yk.size), replace=False))
+        starts = _start_points(m, {k: v[sub] for k, v in feats.items()}, yk[sub], x0,
+                               n_starts, rng)
+    else:
+        starts = _start_points(m, feats, yk, x0, n_starts, rng)
+    race_loss = "linear" if loss == "tukey" else loss
+    # the large path's solves are small (p x p factors, subsamples): one BLAS thread, as
+    # in perfmodel._parallel (spinning BLAS threads made this path 5x slower under load)
+    with one_blas_thread() if large else contextlib.nullcontext():
+        if large:
+            prob, r, s0, n_ok, fsc = _fit_large(prob, sub, starts, pscale, m, loss=loss,
+                                                f_scale=f_scale, subsample=multistart_subsample,
+                                                rng=rng)
+        else:
+            fsc = _robust_scale(prob, loss, f_scale, m.clip(starts[0]) * pscale)
+            r, s0, n_ok = _multistart(prob, starts, pscale, loss=race_loss, f_scale=fsc,
+                                      subsample=multistart_subsample, rng=rng, name=m.name)
+        irls_iter, w_final = 0, prob.weights
+        if loss == "tukey":
+            r, w_final, fsc, irls_iter = _irls_tukey(prob, r, tukey_c, max_irls)
 
     theta = r.params / pscale
     cov = r.cov / np.outer(pscale, pscale)  # elementwise: NaN rows stay local

@@ -32,7 +32,10 @@ Method
    the fit's scale with ``e ~ N(0, rss/dof)`` (the step part of the same
    predictive distribution; :mod:`perfmodel.core.scale`); and a new arrival
    schedule.  The interval is the pair of empirical ``(1 -+ level)/2``
-   quantiles of these answers.  The point answer uses the fitted parameters
+   quantiles of these answers.  The replications are independent (each seeded
+   by its index) and run through :func:`perfmodel._parallel.map_tasks`
+   (``backend``: local processes or a Dask cluster; identical answers on
+   every backend).  The point answer uses the fitted parameters
    with step noise and the base seed.
 
 Not modelled (the simulator's limits): prefix caching, asynchronous
@@ -53,11 +56,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from perfmodel._checks import check_choice, check_int_range, check_positive, check_probability
+from perfmodel._parallel import check_backend, map_tasks
 from perfmodel.core.scale import scale_of
 from perfmodel.decisions.requests_workload import SLO, Workload
 from perfmodel.decisions.simulate import EngineConfig, simulate_closed_loop, simulate_open_loop
@@ -182,6 +187,21 @@ def evaluate_load(model, workload: Workload, slo: SLO, load: float, *, mode: str
 # the search
 # ---------------------------------------------------------------------------
 
+def _double(ok, lo, cap):
+    """From a passing ``lo``, double until a load fails or ``cap`` is reached.
+
+    Returns ``(lo, hi)`` (``hi`` the first failing load) or ``(cap, None)`` when
+    every load up to ``cap`` passes.  Shared by the rate and concurrency searches.
+    """
+    while True:
+        if lo >= cap:
+            return cap, None
+        x = min(lo * 2, cap)
+        if not ok(x):
+            return lo, x
+        lo = x
+
+
 def _search(passes, mode: str, max_load: float, rel_tol: float, start: float = 1.0):
     """Largest load that passes: (answer, capped, number of evaluations)."""
     evals = 0
@@ -194,15 +214,9 @@ def _search(passes, mode: str, max_load: float, rel_tol: float, start: float = 1
     if mode == "rate":
         x = min(start, max_load)
         if ok(x):
-            lo = x
-            while True:
-                if lo >= max_load:
-                    return max_load, True, evals
-                x = min(lo * 2.0, max_load)
-                if not ok(x):
-                    hi = x
-                    break
-                lo = x
+            lo, hi = _double(ok, x, max_load)
+            if hi is None:
+                return max_load, True, evals
         else:
             hi = x
             while True:
@@ -223,15 +237,9 @@ def _search(passes, mode: str, max_load: float, rel_tol: float, start: float = 1
     cap = int(max_load)
     if not ok(1):
         return 0, False, evals
-    lo = 1
-    while True:
-        if lo >= cap:
-            return cap, True, evals
-        x = min(lo * 2, cap)
-        if not ok(x):
-            hi = x
-            break
-        lo = x
+    lo, hi = _double(ok, 1, cap)
+    if hi is None:
+        return cap, True, evals
     while hi - lo > max(1, int(rel_tol * lo)):
         mid = (lo + hi) // 2
         if ok(mid):
@@ -250,6 +258,21 @@ def _one_search(model, workload, slo, mode, engine, max_load, rel_tol, arrival_s
         return e["attainment"] >= slo.attainment
 
     return _search(passes, mode, max_load, rel_tol, start)
+
+
+def _replication(task, *, fit, noise, seed, search):
+    """One replication of the interval: ``task = (r, theta_r)`` -> (answer, evaluations).
+
+    Everything random in it is seeded by ``r`` (its step noise by ``seed + 1000 + r``,
+    its arrivals by ``seed + 2000 + r``), so the answers do not depend on where
+    or in which order the replications run (:func:`perfmodel._parallel.map_tasks`).
+    """
+    r, theta = task
+    m = StepModelDraw(fit, theta, noise=noise, seed=seed + 1000 + r)
+    a, _, k = _one_search(m, search["workload"], search["slo"], search["mode"],
+                          search["engine"], search["max_load"], search["rel_tol"],
+                          seed + 2000 + r, start=search["start"])
+    return a, k
 
 
 def _check_common(workload, slo, mode, engine, level, replications, rel_tol, max_load):
@@ -277,7 +300,8 @@ def _check_common(workload, slo, mode, engine, level, replications, rel_tol, max
 def capacity(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
              engine: EngineConfig | None = None, replications: int = 20, level: float = 0.9,
              boot_samples=None, noise: bool = True, rel_tol: float = 0.02,
-             max_load: float | None = None, seed: int = 0) -> dict[str, Any]:
+             max_load: float | None = None, seed: int = 0, backend: str = "loky",
+             n_jobs: int = 1, scheduler: str | None = None) -> dict[str, Any]:
     """Highest request rate / concurrency whose simulated SLO attainment meets the target.
 
     Parameters
@@ -293,6 +317,11 @@ def capacity(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
     rel_tol : relative precision of the rate (concurrency: of the integer)
     max_load : search cap (default 1e4 req/s, or the number of requests)
     seed : base seed (arrivals, noise, parameter draws)
+    backend, n_jobs, scheduler : where the ``replications`` independent searches
+        run (:func:`perfmodel._parallel.map_tasks`: ``'loky'`` local processes,
+        ``n_jobs=1`` in this process; ``'dask'`` a Dask cluster at ``scheduler`` or
+        a LocalCluster); the answer is the same on every backend (each
+        replication is seeded by its index)
 
     Returns
     -------
@@ -304,6 +333,7 @@ def capacity(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
     mode, engine, level, R, rel_tol, max_load = _check_common(
         workload, slo, mode, engine, level, replications, rel_tol, max_load)
     seed = check_int_range("seed", seed, 0, integral_float=True)
+    check_backend(backend, scheduler)
     is_fit = hasattr(fit, "rss") and hasattr(fit, "values")
     if (R > 0 or noise) and not is_fit:
         raise InputError("intervals and step noise need a FitResult; pass replications=0 and "
@@ -315,13 +345,14 @@ def capacity(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
     source = None
     if R > 0:
         thetas, source = parameter_draws(fit, R, seed + 1, boot_samples)
-        vals = []
-        for r in range(R):
-            m = StepModelDraw(fit, thetas[r], noise=noise, seed=seed + 1000 + r)
-            a, _, k = _one_search(m, workload, slo, mode, engine, max_load, rel_tol,
-                                  seed + 2000 + r, start=answer if answer > 0 else 1.0)
-            vals.append(a)
-            n_eval += k
+        search = {"workload": workload, "slo": slo, "mode": mode, "engine": engine,
+                  "max_load": max_load, "rel_tol": rel_tol,
+                  "start": answer if answer > 0 else 1.0}
+        task = partial(_replication, fit=fit, noise=noise, seed=seed, search=search)
+        out = map_tasks(task, list(enumerate(thetas)), backend=backend, n_jobs=n_jobs,
+                        scheduler=scheduler, desc="capacity replications")
+        vals = [a for a, _ in out]
+        n_eval += sum(k for _, k in out)
         lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
         interval = {"level": level, "lower": float(np.quantile(vals, lo_q)),
                     "upper": float(np.quantile(vals, hi_q)), "replications": R,

@@ -31,11 +31,13 @@ serve; the ranking agrees with independent :func:`evaluate_load` calls).
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from perfmodel._checks import check_choice, check_positive
+from perfmodel._parallel import check_backend, map_tasks
 from perfmodel.decisions.capacity import (
     StepModelDraw,
     _check_common,
@@ -67,13 +69,31 @@ def _grid(seqs, tokens) -> list[tuple[int, int]]:
     return cands
 
 
+def _score(task, *, engines, workload, slo, mode, objective, load, max_load, rel_tol):
+    """The objective of every candidate engine for one draw ``task = (model, arrival seed,
+    starts)`` (``starts``: the point answers, where each capacity search starts)."""
+    model, arrival_seed, starts = task
+    u = _unit_arrivals(workload.n, arrival_seed) if mode == "rate" else None
+    out = []
+    for i, e in enumerate(engines):
+        if objective == "goodput":
+            out.append(evaluate_load(model, workload, slo, load, mode=mode, engine=e,
+                                     unit_arrivals=u)["goodput_req_s"])
+        else:
+            start = starts[i] if starts is not None and starts[i] > 0 else 1.0
+            out.append(float(_one_search(model, workload, slo, mode, e, max_load, rel_tol,
+                                         arrival_seed, start)[0]))
+    return np.array(out)
+
+
 def tune_token_budget(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
                       objective: str = "capacity", load: float | None = None,
                       max_num_seqs_grid=DEFAULT_SEQS, max_num_batched_tokens_grid=DEFAULT_TOKENS,
                       engine: EngineConfig | None = None, baseline: tuple[int, int] | None = None,
                       replications: int = 10, level: float = 0.9, boot_samples=None,
                       noise: bool = True, rel_tol: float = 0.05, max_load: float | None = None,
-                      seed: int = 0) -> dict[str, Any]:
+                      seed: int = 0, backend: str = "loky", n_jobs: int = 1,
+                      scheduler: str | None = None) -> dict[str, Any]:
     """Choose ``(max_num_seqs, max_num_batched_tokens)`` by simulated goodput (module docstring).
 
     Parameters
@@ -87,6 +107,8 @@ def tune_token_budget(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
     max_num_seqs_grid, max_num_batched_tokens_grid : candidate values
     baseline : ``(max_num_seqs, max_num_batched_tokens)`` to compare with
         (default: those of ``engine``)
+    backend, n_jobs, scheduler : where the ``replications`` run
+        (:func:`perfmodel._parallel.map_tasks`; identical results on every backend)
 
     Returns
     -------
@@ -98,6 +120,7 @@ def tune_token_budget(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
     mode, engine, level, R, rel_tol, max_load = _check_common(
         workload, slo, mode, engine, level, replications, rel_tol, max_load)
     objective = check_choice("objective", objective, ("capacity", "goodput"))
+    check_backend(backend, scheduler)
     if objective == "goodput":
         if load is None:
             raise InputError("objective='goodput' needs load (a request rate or concurrency)")
@@ -109,27 +132,21 @@ def tune_token_budget(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
         cands.append(base)
     engines = [with_limits(engine, m, k) for m, k in cands]
 
-    def score(model, arrival_seed, starts=None):
-        u = _unit_arrivals(workload.n, arrival_seed) if mode == "rate" else None
-        out = []
-        for i, e in enumerate(engines):
-            if objective == "goodput":
-                out.append(evaluate_load(model, workload, slo, load, mode=mode, engine=e,
-                                         unit_arrivals=u)["goodput_req_s"])
-            else:
-                start = starts[i] if starts is not None and starts[i] > 0 else 1.0
-                out.append(float(_one_search(model, workload, slo, mode, e, max_load, rel_tol,
-                                             arrival_seed, start)[0]))
-        return np.array(out)
-
-    point = score(StepModelDraw(fit, noise=noise, seed=seed), seed)
+    task = partial(_score, engines=engines, workload=workload, slo=slo, mode=mode,
+                   objective=objective, load=load, max_load=max_load, rel_tol=rel_tol)
+    point = task((StepModelDraw(fit, noise=noise, seed=seed), seed, None))
     draws = np.empty((R, len(cands)))
     source = None
     if R > 0:
         thetas, source = parameter_draws(fit, R, seed + 1, boot_samples)
-        for r in range(R):
-            m = StepModelDraw(fit, thetas[r], noise=noise, seed=seed + 1000 + r)
-            draws[r] = score(m, seed + 2000 + r, point)
+        # replication r: its own parameters, noise (seed + 1000 + r) and arrivals
+        # (seed + 2000 + r), the same for every candidate; independent of the backend
+        reps = ((StepModelDraw(fit, thetas[r], noise=noise, seed=seed + 1000 + r),
+                 seed + 2000 + r, point) for r in range(R))
+        out = map_tasks(task, reps, backend=backend, n_jobs=n_jobs, scheduler=scheduler,
+                        total=R, desc="tune replications")
+        for r, row in enumerate(out):
+            draws[r] = row
     order = sorted(range(len(cands)), key=lambda i: (-point[i], cands[i][1], cands[i][0]))
     best, ib = cands[order[0]], order[0]
     jb = cands.index(base)

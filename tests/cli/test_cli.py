@@ -390,6 +390,8 @@ def test_tune_text_names_the_recommendation(ctx_fit_json, run):
     (["--slo", "ttft=5", "--workload", "/nonexistent.json"], "does not exist"),
     (["--slo", "ttft=5", "--prompt-tokens", "8", "--output-tokens", "8", "--max-num-seqs", "0"],
      "max_num_seqs"),
+    (["--slo", "ttft=5", "--prompt-tokens", "8", "--output-tokens", "8", "--scheduler",
+      "tcp://h:8786"], "only used by backend 'dask'"),
 ])
 def test_capacity_bad_input_exits_2(ctx_fit_json, run, argv, message):
     rc, _, err = run(["capacity", ctx_fit_json, *argv, "--replications", "0"])

@@ -174,3 +174,29 @@ def test_slo_parse_and_met():
     req = pd.DataFrame({"ttft_s": [0.4, 0.6, 0.1], "tpot_ms": [10, 10, np.nan],
                         "e2e_s": [1, 1, 1]})
     assert s.met(req).tolist() == [True, False, True]
+
+
+def test_replications_are_identical_in_process_on_loky_and_on_dask(fit):
+    """The interval's searches are independent tasks seeded by their index: the same
+    answers in this process, on 2 loky workers and on a Dask LocalCluster of 2 processes."""
+    pytest.importorskip("dask.distributed", reason="dask[distributed] is not installed")
+    w = workload_from_lengths("uniform:32,96", "uniform:8,24", 60, seed=1)
+    slo = SLO.parse("ttft_p95=300,tpot_p95=40")
+    kw = {"engine": EngineConfig(max_num_seqs=16, max_num_batched_tokens=256),
+          "replications": 4, "rel_tol": 0.05}
+    ref = capacity(fit, w, slo, **kw)
+    loky = capacity(fit, w, slo, backend="loky", n_jobs=2, **kw)
+    dask = capacity(fit, w, slo, backend="dask", n_jobs=2, **kw)  # starts a LocalCluster
+    assert len(set(ref["interval"]["values"])) > 1  # the draws differ: a real check
+    for other in (loky, dask):
+        assert other["interval"] == ref["interval"]
+        assert other["max_rate"] == ref["max_rate"]
+        assert other["search"] == ref["search"]
+
+
+def test_backend_is_checked(fit):
+    w = _fixed(4, 8, 2)
+    with pytest.raises(InputError, match="backend"):
+        capacity(fit, w, SLO(ttft_ms=100.0), backend="spark")
+    with pytest.raises(InputError, match="only used by backend 'dask'"):
+        capacity(fit, w, SLO(ttft_ms=100.0), scheduler="tcp://h:1")

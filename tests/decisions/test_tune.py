@@ -81,3 +81,16 @@ def test_step_level_rule_is_labelled_a_diagnostic(fit):
     d = recommend_token_budget(fit, 40.0, 0.95, max_num_seqs_grid=(1, 8))
     assert d["label"] == DIAGNOSTIC_LABEL and "diagnostic" in d["label"]
     assert d["assumed_context"]["context_aware"] is False
+
+
+def test_replications_are_identical_in_process_and_on_dask(fit):
+    """Each draw is one task seeded by its index: a Dask LocalCluster of 2 processes gives
+    the in-process table."""
+    pytest.importorskip("dask.distributed", reason="dask[distributed] is not installed")
+    kw = {"objective": "goodput", "load": 20.0, "max_num_seqs_grid": (1, 8),
+          "max_num_batched_tokens_grid": (256,), "replications": 3, "seed": 4}
+    ref = tune_token_budget(fit, W, SLO_, **kw)
+    dask = tune_token_budget(fit, W, SLO_, backend="dask", n_jobs=2, **kw)
+    assert dask["table"] == ref["table"] and dask["recommended"] == ref["recommended"]
+    assert dask["baseline"] == ref["baseline"]
+    assert any(r["interval"]["lower"] < r["interval"]["upper"] for r in ref["table"])

@@ -1,0 +1,114 @@
+"""The result of a bounded least-squares solve and its covariance (shared by the solvers).
+
+Problem
+-------
+:func:`perfmodel.core.fit.fit_curve` (scipy's ``trf`` on the whole Jacobian)
+and :func:`perfmodel.core.fit_blocked.blocked_solve` (blocked Gauss-Newton on
+fleet-size traces) return the same :class:`CurveFit`, with the covariance
+and identification rules of one function, :func:`covariance`; that one is
+verified against the NIST StRD certified standard errors
+(``tests/core/test_nist.py``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["MAX_RELATIVE_STDERR", "STATUS_MESSAGES", "CurveFit", "covariance"]
+
+#: scipy least_squares status codes (one table, as scipy's TERMINATION_MESSAGES)
+STATUS_MESSAGES = {
+    -1: "improper input parameters",
+    0: "the maximum number of function evaluations is exceeded",
+    1: "gtol termination condition is satisfied",
+    2: "ftol termination condition is satisfied",
+    3: "xtol termination condition is satisfied",
+    4: "both ftol and xtol termination conditions are satisfied",
+}
+
+
+@dataclass
+class CurveFit:
+    """Result of :func:`fit_curve`.
+
+    ``cov`` is ``s^2 (J^T J)^{-1}`` with ``s^2 = RSS/(n-p)`` computed from the
+    (weighted) residuals at the optimum, the quantity NIST certifies; rows
+    and columns of parameters that sit at a bound, or that the Jacobian
+    cannot resolve (rank deficiency), are NaN.
+    """
+
+    params: np.ndarray
+    stderr: np.ndarray
+    cov: np.ndarray
+    rss: float
+    residuals: np.ndarray
+    n: int
+    dof: int
+    nfev: int
+    status: int
+    message: str
+    success: bool
+    jac: np.ndarray
+    cost: float
+    at_bound: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    unidentified: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+
+
+#: a standard error this many times the parameter's magnitude says the data do not determine it
+MAX_RELATIVE_STDERR = 1e8
+
+
+def covariance(J: np.ndarray, rss: float, dof: int, free: np.ndarray | None = None,
+               rcond: float = 1e-12, theta: np.ndarray | None = None,
+               max_rel_se: float = MAX_RELATIVE_STDERR):
+    """Covariance ``s^2 (J^T J)^{-1}`` on the free parameters, NaN elsewhere.
+
+    Uses the SVD of ``J`` (columns scaled to unit norm for conditioning);
+    singular directions below ``rcond`` mark the parameters that load on
+    them as unidentified (NaN rows/columns) rather than inventing a huge
+    finite variance.  With ``theta``, a parameter whose standard error
+    exceeds ``max_rel_se * |theta|`` is unidentified too: the column scaling
+    hides a Jacobian column that is tiny but not zero (``k_B = 214`` in a
+    saturated ``1 - exp(-k_B B)`` has a column of ~1e-93 and a standard error
+    of ~1e92, while at ``k_B = 749`` the column underflows to 0), so without
+    this rule the flag depended on where in the flat region the solver
+    stopped -- and that moved with the BLAS kernel.
+    """
+    _n, p = J.shape
+    free = np.ones(p, bool) if free is None else np.asarray(free, bool)
+    cov = np.full((p, p), np.nan)
+    unident = np.zeros(p, bool)
+    idx = np.nonzero(free)[0]
+    if idx.size == 0 or dof <= 0:
+        return cov, unident
+    Jf = J[:, idx]
+    norms = np.linalg.norm(Jf, axis=0)
+    zero = norms == 0
+    norms[zero] = 1.0
+    Js = Jf / norms
+    _, sv, vt = np.linalg.svd(Js, full_matrices=False)
+    tol = rcond * sv[0] if sv.size else 0.0
+    keep = sv > tol
+    if not np.all(keep):
+        null = vt[~keep]
+        loads = np.max(np.abs(null), axis=0) > 0.1
+        unident[idx[loads | zero]] = True
+    vk = vt[keep]
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        inv = (vk.T / sv[keep] ** 2) @ vk
+        inv = inv / np.outer(norms, norms)
+        c = (rss / dof) * inv
+    # a variance that overflows float64 is an unresolved direction, not a number
+    var = np.diag(c)
+    unident[idx[~np.isfinite(var)]] = True
+    if theta is not None:
+        mag = np.abs(np.asarray(theta, float)[idx])
+        with np.errstate(invalid="ignore"):
+            vague = np.sqrt(np.where(np.isfinite(var), var, np.inf)) > max_rel_se * mag
+        unident[idx[vague & (mag > 0)]] = True
+    cov[np.ix_(idx, idx)] = c
+    bad = np.nonzero(unident)[0]
+    cov[bad, :] = np.nan
+    cov[:, bad] = np.nan
+    return cov, unident
