@@ -146,9 +146,10 @@ class FitResult:
         names = fitted.param_names
         theta, cov, curve = estimate.theta, estimate.cov, estimate.curve
         keep, feats = data.keep, data.feats
+        every = bool(np.all(keep))  # no row left out: the columns are used as they are, not copied
         stderr = np.sqrt(np.clip(np.diag(cov), 0, None))
         stderr[~np.isfinite(np.diag(cov))] = np.nan
-        yk, pk = data.y[keep], data.yhat[keep]
+        yk, pk = (data.y, data.yhat) if every else (data.y[keep], data.yhat[keep])
         res = yk - pk
         n = int(yk.size)
         k = int(np.sum(~np.asarray(estimate.at_bound)))
@@ -183,7 +184,7 @@ class FitResult:
             provenance={"perfmodel_version": __version__, "trace_sha256": data.trace_sha256,
                             "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")},
             medians={kk: float(v) for kk, v in data.medians.items()},
-            residuals=res, fitted=pk, features={kk: v[keep] for kk, v in feats.items()}, y=yk,
+            residuals=res, fitted=pk, features={kk: v if every else v[keep] for kk, v in feats.items()}, y=yk,
         )
         out.warnings = out._make_warnings()
         return out
