@@ -43,7 +43,9 @@ class SimulationResult:
     ----------
     requests : DataFrame, one row per request: ``request_id, arrival_s,
         prompt_tokens, output_tokens, admitted_s, first_token_s, finish_s,
-        ttft_s, tpot_ms, e2e_s``
+        ttft_s, tpot_ms, e2e_s``; ``arrival_s`` is the send time and
+        ``first_token_s`` / ``finish_s`` are when the client sees the token
+        (step end + ``response_delay_ms``), ``admitted_s`` is the engine's
     steps : DataFrame in the step-trace schema (``batch_size, total_tokens,
         chunk_sizes, context_lens, duration_ms`` = predicted model run, plus
         ``step_ms`` = overhead + model run, ``start_s``, ``end_s``,
