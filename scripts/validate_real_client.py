@@ -34,16 +34,24 @@ def main(argv=None) -> int:
     ap.add_argument("--train", required=True, help="run whose step log the model is fitted on")
     ap.add_argument("--slo", default="ttft_p99=1000,tpot_p99=50")
     ap.add_argument("--replications", type=int, default=20)
+    ap.add_argument("--no-client-round-trip", action="store_true",
+                    help="replay without the request intake and response delay")
     ap.add_argument("--out", type=Path, default=ROOT / "build" / "real_client.json")
     args = ap.parse_args(argv)
     try:
         result = validate_series(args.series, args.train, args.slo,
-                                 replications=args.replications)
+                                 replications=args.replications,
+                                 client_round_trip=not args.no_client_round_trip)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"fit {result['model']} on {result['train']} ({result['n_steps']} steps); "
           f"step overhead {result['step_overhead_ms']:.2f} ms")
+    cd = result["client_delays"]
+    if cd is not None:
+        print(f"client round trip: intake {cd['request_intake_ms']:.1f} ms "
+              f"({cd['n_intake_consistent']}/{cd['n_requests']} requests consistent), "
+              f"response delay {cd['response_delay_ms']:.1f} ms (median of {cd['n_response']})")
     for name, res in result["runs"].items():
         e = {k: v["error"] for k, v in res.items() if isinstance(v, dict) and "error" in v}
         print(f"{name:>18}: " + "  ".join(f"{k} {100 * v:+.0f}%" for k, v in e.items()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from perfmodel.cli.common import add_random_state_argument
 from perfmodel.decisions.simulate import (
     POLICIES,
+    EngineConfig,
     estimate_step_overhead,
     simulate_closed_loop,
     simulate_open_loop,
@@ -32,6 +33,10 @@ def add_simulate_arguments(parser) -> None:
                         help="per-step time outside the model run (default 0, or estimated "
                              "from --trace)")
     parser.add_argument("--trace", help="step trace to estimate the per-step overhead from")
+    parser.add_argument("--request-intake-ms", type=float, default=0.0,
+                        help="client round trip: send to schedulable (ms, default 0)")
+    parser.add_argument("--response-delay-ms", type=float, default=0.0,
+                        help="client round trip: a token's step end to the client (ms, default 0)")
     add_random_state_argument(parser, "the simulated arrivals (open loop) and step-time noise")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
@@ -49,10 +54,12 @@ def simulate_command(args) -> tuple[str, dict]:
         est = estimate_step_overhead(read_trace(args.trace))
         overhead = est.overhead_ms
     overhead = 0.0 if overhead is None else overhead
-    common = {"max_num_seqs": args.max_num_seqs,
-                  "max_num_batched_tokens": args.max_num_batched_tokens,
-                  "policy": args.policy, "enable_chunked_prefill": not args.no_chunked_prefill,
-                  "step_overhead_ms": overhead, "seed": args.seed, "keep_steps": False}
+    engine = EngineConfig(max_num_seqs=args.max_num_seqs,
+                          max_num_batched_tokens=args.max_num_batched_tokens,
+                          policy=args.policy, enable_chunked_prefill=not args.no_chunked_prefill,
+                          step_overhead_ms=overhead, request_intake_ms=args.request_intake_ms,
+                          response_delay_ms=args.response_delay_ms)
+    common = {"engine": engine, "seed": args.seed, "keep_steps": False}
     if args.concurrency is not None and args.rate is not None:
         raise InputError("give --concurrency (closed loop) or --rate (open loop), not both")
     if args.rate is not None:
@@ -77,7 +84,10 @@ def simulate_command(args) -> tuple[str, dict]:
         (f"scheduler: policy {c['policy']}, max_num_seqs {c['max_num_seqs']}, "
          f"max_num_batched_tokens {c['max_num_batched_tokens']}, "
          f"chunked prefill {'on' if c['enable_chunked_prefill'] else 'off'}, "
-         f"step overhead {c['step_overhead_ms']:.3g} ms"),
+         f"step overhead {c['step_overhead_ms']:.3g} ms"
+         + (f", client round trip {c['request_intake_ms']:.3g} ms in, "
+            f"{c['response_delay_ms']:.3g} ms out" if (c["request_intake_ms"]
+                                                      or c["response_delay_ms"]) else "")),
         f"output throughput  {d['output_throughput_tok_s']:.4g} tokens/s",
         f"median e2e latency {d['median_e2e_s']:.4g} s (p90 {d['p90_e2e_s']:.4g} s)",
         f"median TTFT        {d['median_ttft_s']:.4g} s",

@@ -11,12 +11,15 @@ step log ``steps.csv``, the client's ``bench.json`` (``vllm bench serve
 (:func:`perfmodel.core.model.default_for`) on the step log of ONE run,
 estimates the per-step time outside the model run from that same log
 (:func:`~perfmodel.decisions.simulate.validation.estimate_step_overhead`,
-consecutive step starts), and for every other run replays the client's own
+consecutive step starts) and the client round trip (:func:`client_delays`:
+the delay from a request's send to the scheduler, and from a token's step to
+the client; the step log and the client share a clock), and for every other run replays the client's own
 requests through the simulator with the run's engine limits: lengths from
 ``bench.json``; an open-loop run (a finite ``request_rate``) with the
 recorded arrival times, a closed-loop run (``--request-rate inf
 --max-concurrency C``) as C clients that re-issue the next request when one
-finishes.  Measured timings are only compared with, never fitted to.  It
+finishes (after the response delay and the intake).  Measured timings of the
+held-out runs are only compared with, never fitted to.  It
 also asks :func:`perfmodel.decisions.capacity.capacity` for the highest
 request rate meeting the SLO (with its interval), to compare with the rates
 at which the measured runs met or missed it.
@@ -48,6 +51,7 @@ from perfmodel.core.fit import fit_model
 from perfmodel.core.model import default_for
 from perfmodel.data.requests import load_workload
 from perfmodel.data.trace import read_trace
+from perfmodel.data.trace_lists import parse_int_list
 from perfmodel.decisions.capacity import capacity
 from perfmodel.decisions.requests_workload import SLO, Workload
 from perfmodel.decisions.simulate import EngineConfig, simulate_closed_loop, simulate_open_loop
@@ -56,8 +60,8 @@ from perfmodel.decisions.simulate.validation import estimate_step_overhead
 from perfmodel.errors import InputError
 
 __all__ = ["METRICS", "VLLM_CPU_SERVE_DEFAULTS", "attained", "budget_table", "capacity_check",
-           "client_loop", "error_table", "fit_run", "goodput", "repeat_spread", "replay_run",
-           "run_limits", "validate_series"]
+           "client_delays", "client_loop", "error_table", "estimate_client_delays", "fit_run",
+           "goodput", "repeat_spread", "replay_run", "run_limits", "validate_series"]
 
 #: request metrics compared, each at p50 and p99
 METRICS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "latency_ms")
@@ -158,6 +162,124 @@ def fit_run(run_dir) -> tuple[Any, pd.DataFrame, float]:
     return fit, steps, overhead
 
 
+def _first_prefills(steps: pd.DataFrame, t0: float) -> tuple[np.ndarray, np.ndarray]:
+    """Step index and size of every first prompt chunk (prior context 0) from ``t0`` on,
+    in step order and, within a step, in batch order (vLLM admits FCFS)."""
+    ks, cs = [], []
+    mono = steps["mono_s"].to_numpy(float)
+    for k, (c, x) in enumerate(zip(steps["chunk_sizes"], steps["context_lens"])):
+        if not mono[k] >= t0:
+            continue
+        c, x = parse_int_list(c), parse_int_list(x)
+        new = x == 0
+        ks.extend([k] * int(new.sum()))
+        cs.extend(c[new].tolist())
+    return np.asarray(ks, np.int64), np.asarray(cs, np.int64)
+
+
+def _max_overlap(lo: np.ndarray, hi: np.ndarray) -> tuple[float, int]:
+    """The midpoint of the first stretch of d >= 0 inside the most intervals (lo, hi]."""
+    pts = np.unique(np.clip(np.concatenate([lo, hi]), 0.0, None))
+    if pts.size < 2:
+        return float(pts[0]), int(np.sum((lo < pts[0]) & (pts[0] <= hi)))
+    mids = 0.5 * (pts[:-1] + pts[1:])
+    cnt = ((lo[None, :] < mids[:, None]) & (mids[:, None] <= hi[None, :])).sum(axis=1)
+    best = cnt == cnt.max()
+    a = int(np.argmax(best))
+    b = a + (int(np.argmin(best[a:])) if not best[a:].all() else best.size - a)
+    return float(0.5 * (pts[a] + pts[b])), int(cnt.max())
+
+
+def estimate_client_delays(steps: pd.DataFrame, send_s, prompt_tokens, ttft_s,
+                           step_overhead_ms: float) -> dict[str, Any]:
+    """The client round trip of a run: request intake and response delay (ms).
+
+    Problem
+    -------
+    The simulator starts a request's clock when the scheduler can see it and
+    stops it at the end of the step that samples a token; ``vllm bench serve``
+    starts it when it sends the request and stops it when the token arrives.
+    The step log's ``mono_s`` is on the client's ``start_times`` clock
+    (:mod:`perfmodel.data.collect.vllm_plugin`), so both delays can be read off
+    one run.  The k-th first prompt chunk (prior context 0) after the first send
+    is matched to the k-th request in send order (vLLM admits FCFS); the match
+    is checked (one chunk per request, each chunk at most its prompt, no step
+    before its send) and refused otherwise.
+
+    Estimators
+    ----------
+    ``request_intake_ms``: a request with intake d is first schedulable at the
+    first step starting at or after ``send + d``; its observed first step k
+    (start ``t_k``) says ``t_{k-1} - send < d <= t_k - send``.  The estimate is
+    the middle of the first range of d >= 0 consistent with the most requests
+    (``n_intake_consistent`` of them).  The median of ``t_k - send`` would also
+    count the wait for the step in progress, which the simulator already has.
+    ``response_delay_ms``: the median, over requests whose whole prompt went in
+    their first step, of the measured TTFT minus ``(end of that step - send)``,
+    the step's end as the simulator has it (start + ``duration_ms`` +
+    ``step_overhead_ms``).
+
+    Parameters
+    ----------
+    steps : the run's step log (:func:`perfmodel.data.trace.read_trace`; needs
+        ``mono_s``, ``duration_ms``, ``chunk_sizes``, ``context_lens``)
+    send_s, prompt_tokens, ttft_s : per request, the client's ``start_times``
+        (s), ``input_lens`` and ``ttfts`` (s), any order
+    step_overhead_ms : float >= 0, the simulator's per-step overhead
+
+    Returns
+    -------
+    dict: ``request_intake_ms``, ``response_delay_ms``, ``n_requests``,
+    ``n_intake_consistent``, ``n_response``.
+
+    Checked in ``tests/decisions/test_real_client.py`` on a synthetic log
+    built with known delays.
+    """
+    need = [c for c in ("mono_s", "duration_ms", "chunk_sizes", "context_lens")
+            if c not in getattr(steps, "columns", ())]
+    if need:
+        raise InputError(f"steps lacks columns {need} (a step log of the vllm plugin)")
+    send, P, ttft = (np.asarray(v, float).ravel() for v in (send_s, prompt_tokens, ttft_s))
+    if not (send.size == P.size == ttft.size) or send.size == 0:
+        raise InputError("send_s, prompt_tokens and ttft_s must be non-empty and of one length")
+    if not (np.all(np.isfinite(send)) and np.all(np.isfinite(ttft))):
+        raise InputError("send_s and ttft_s must be finite")
+    ovh = float(step_overhead_ms)
+    if not (math.isfinite(ovh) and ovh >= 0):
+        raise InputError(f"step_overhead_ms must be a finite number >= 0, got {step_overhead_ms!r}")
+    order = np.argsort(send, kind="stable")
+    send, P, ttft = send[order], P[order], ttft[order]
+    ks, cs = _first_prefills(steps, float(send[0]))
+    mono = steps["mono_s"].to_numpy(float)
+    if ks.size != send.size or np.any(cs > P) or np.any(mono[ks] < send):
+        raise InputError(f"cannot match the step log to the requests: {ks.size} first prompt "
+                         f"chunks after the first send for {send.size} requests, or a chunk "
+                         "larger than its prompt or before its send (preemption? another "
+                         "client?)")
+    hi = (mono[ks] - send) * 1e3
+    lo = np.where(ks > 0, (mono[np.maximum(ks - 1, 0)] - send) * 1e3, -np.inf)
+    intake, n_ok = _max_overlap(lo, hi)
+    whole = cs == P
+    if not whole.any():
+        raise InputError("no request had its whole prompt in its first step: the response "
+                         "delay needs one")
+    end = mono[ks] + (steps["duration_ms"].to_numpy(float)[ks] + ovh) / 1e3
+    resp = float(np.median((ttft - (end - send))[whole] * 1e3))
+    return {"request_intake_ms": intake, "response_delay_ms": max(resp, 0.0),
+            "n_requests": int(send.size), "n_intake_consistent": n_ok,
+            "n_response": int(whole.sum())}
+
+
+def client_delays(run_dir, steps: pd.DataFrame, step_overhead_ms: float) -> dict[str, Any]:
+    """:func:`estimate_client_delays` of a run folder (its ``bench.json`` and step log)."""
+    b = json.loads((_run_dir(run_dir) / "bench.json").read_text())
+    miss = [k for k in ("start_times", "input_lens", "ttfts") if not b.get(k)]
+    if miss:
+        raise InputError(f"{run_dir}/bench.json lacks {miss} (vllm bench serve --save-detailed)")
+    return estimate_client_delays(steps, b["start_times"], b["input_lens"], b["ttfts"],
+                                  step_overhead_ms)
+
+
 def _pair(measured, predicted) -> dict:
     err = None if not measured or predicted is None else (predicted - measured) / measured
     return {"measured": measured, "predicted": predicted, "error": err}
@@ -204,14 +326,18 @@ def replay_run(fit, work: pd.DataFrame, engine: EngineConfig, slo: SLO, *,
     return out
 
 
-def _engine(limits: dict, overhead: float) -> EngineConfig:
+def _engine(limits: dict, overhead: float, delays: dict | None = None) -> EngineConfig:
+    d = delays or {}
     return EngineConfig(max_num_seqs=int(limits["max_num_seqs"]),
                         max_num_batched_tokens=int(limits["max_num_batched_tokens"]),
-                        policy="fcfs", step_overhead_ms=overhead)
+                        policy="fcfs", step_overhead_ms=overhead,
+                        request_intake_ms=d.get("request_intake_ms", 0.0),
+                        response_delay_ms=d.get("response_delay_ms", 0.0))
 
 
 def validate_series(series, train: str, slo="ttft_p99=1000,tpot_p99=50", *,
-                    replications: int = 20, seed: int = 0) -> dict:
+                    replications: int = 20, seed: int = 0,
+                    client_round_trip: bool = True) -> dict:
     """Fit on run ``train`` of ``series``, replay every run, and compute the capacity answer.
 
     Parameters
@@ -222,11 +348,16 @@ def validate_series(series, train: str, slo="ttft_p99=1000,tpot_p99=50", *,
     slo : :class:`SLO` or its text form (``ttft_p99=MS,tpot_p99=MS``)
     replications : searches for the capacity interval (0: none)
     seed : base seed of :func:`~perfmodel.decisions.capacity.capacity`
+    client_round_trip : estimate the client's request intake and response
+        delay on the training run (:func:`client_delays`) and replay every
+        run, and the capacity search, with them (False: both 0, the replay
+        without a client round trip)
 
     Returns
     -------
     dict (JSON-safe after :func:`perfmodel._io.json_safe`): ``train``,
-    ``model``, ``n_steps``, ``step_overhead_ms``, ``slo``, ``runs`` (name ->
+    ``model``, ``n_steps``, ``step_overhead_ms``, ``client_delays``
+    (:func:`estimate_client_delays`' dict, or None), ``slo``, ``runs`` (name ->
     :func:`replay_run`'s dict plus ``engine``, ``request_rate``,
     ``max_concurrency``, ``held_out``; a closed-loop run also
     ``open_loop_replay``: the same replayed with its recorded start times
@@ -241,11 +372,13 @@ def validate_series(series, train: str, slo="ttft_p99=1000,tpot_p99=50", *,
     if train not in {d.name for d in runs}:
         raise InputError(f"train {train!r} is not a run of {str(root)!r}")
     fit, steps, overhead = fit_run(root / train)
+    delays = client_delays(root / train, steps, overhead) if client_round_trip else None
     result: dict[str, Any] = {"train": train, "model": fit.model_name, "n_steps": len(steps),
-                              "step_overhead_ms": overhead, "slo": slo.as_dict(), "runs": {}}
+                              "step_overhead_ms": overhead, "client_delays": delays,
+                              "slo": slo.as_dict(), "runs": {}}
     for d in runs:
         lim, (rate, conc) = run_limits(d), client_loop(d)
-        work, eng = load_workload(d / "bench.json"), _engine(lim, overhead)
+        work, eng = load_workload(d / "bench.json"), _engine(lim, overhead, delays)
         closed = conc if (math.isinf(rate) and conc is not None) else None
         res = replay_run(fit, work, eng, slo, concurrency=closed)
         if closed is not None:
@@ -257,7 +390,7 @@ def validate_series(series, train: str, slo="ttft_p99=1000,tpot_p99=50", *,
     wl = Workload(prompt_tokens=wt["prompt_tokens"].to_numpy(),
                   output_tokens=wt["output_tokens"].to_numpy())
     lim = run_limits(root / train)
-    cap = capacity(fit, wl, slo, mode="rate", engine=_engine(lim, overhead),
+    cap = capacity(fit, wl, slo, mode="rate", engine=_engine(lim, overhead, delays),
                    replications=replications, seed=seed)
     result["capacity"] = {"max_rate": cap["max_rate"], "interval": cap["interval"],
                           "engine": lim, "workload": f"request lengths of {train}"}

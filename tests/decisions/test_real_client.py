@@ -155,5 +155,66 @@ def test_committed_series():
     # light load: the engine is rarely busy, TPOT p50 within 10 % (the done-when bound)
     assert abs(res["runs"]["rate-1"]["tpot_ms_p50"]["error"]) < 0.10
     assert rc.capacity_check(res)["inside"] is None      # no interval without replications
+    # the client round trip, measured on the training run only: a few ms each way
+    cd = res["client_delays"]
+    assert 1.0 < cd["request_intake_ms"] < 10.0 and 0.5 < cd["response_delay_ms"] < 5.0
+    assert cd["n_intake_consistent"] >= 0.9 * cd["n_requests"]
+    # with it, the closed loops' TTFT p50 is closer than without it
+    off = rc.validate_series(SERIES, "repeat-1", replications=0, client_round_trip=False)
+    assert off["client_delays"] is None
+    for name in ("conc-4", "conc-16"):
+        assert (abs(res["runs"][name]["ttft_ms_p50"]["error"])
+                < abs(off["runs"][name]["ttft_ms_p50"]["error"]))
     with pytest.raises(InputError, match="not a run"):
         rc.validate_series(SERIES, "no-such-run", replications=0)
+
+
+def _synthetic_log(intake_ms=4.0, resp_ms=2.0, ovh_ms=0.5, n=40, seed=0):
+    """A busy engine stepping every 10 ms (9.5 ms model run + 0.5 ms overhead) from t=100 s;
+    request i (prompt P_i) sent at a random time joins the first step starting at or after
+    its send + intake, and the client sees its first token resp_ms after that step's end.
+    One warm-up request before the first send must be ignored."""
+    rng = np.random.default_rng(seed)
+    send = np.sort(100.0 + rng.uniform(0.0, 0.3, n))
+    P = rng.integers(5, 50, n)
+    mono = 100.0 + 0.01 * np.arange(40)
+    k = np.searchsorted(mono, send + intake_ms / 1e3, side="left")
+    rows = [{"mono_s": 99.0, "duration_ms": 9.5, "chunk_sizes": "7", "context_lens": "0"}]
+    for j, t in enumerate(mono):
+        c, x = ["1"], ["60"]                  # a decode keeps every step busy
+        for i in np.nonzero(k == j)[0]:
+            c.append(str(P[i]))
+            x.append("0")
+        rows.append({"mono_s": t, "duration_ms": 9.5, "chunk_sizes": ";".join(c),
+                     "context_lens": ";".join(x)})
+    ttft = mono[k] + (9.5 + ovh_ms) / 1e3 + resp_ms / 1e3 - send
+    perm = rng.permutation(n)                 # the client's file order is not send order
+    return pd.DataFrame(rows), send[perm], P[perm], ttft[perm]
+
+
+def test_client_delay_estimator_on_a_synthetic_log():
+    steps, send, P, ttft = _synthetic_log()
+    d = rc.estimate_client_delays(steps, send, P, ttft, 0.5)
+    assert d["n_requests"] == d["n_intake_consistent"] == d["n_response"] == 40
+    assert d["response_delay_ms"] == pytest.approx(2.0, abs=1e-6)
+    assert abs(d["request_intake_ms"] - 4.0) < 0.5       # 40 sends over 30 steps pin it down
+    steps7, send7, P7, ttft7 = _synthetic_log(intake_ms=7.0, resp_ms=0.8, seed=1)
+    d7 = rc.estimate_client_delays(steps7, send7, P7, ttft7, 0.5)
+    assert abs(d7["request_intake_ms"] - 7.0) < 0.5
+    assert d7["response_delay_ms"] == pytest.approx(0.8, abs=1e-6)
+    # the median of (first step start - send) also counts the wait for the step in progress
+    assert d["request_intake_ms"] < np.median(
+        steps["mono_s"].to_numpy()[1:][np.searchsorted(
+            steps["mono_s"].to_numpy()[1:], np.sort(send) + 0.004)] - np.sort(send)) * 1e3
+
+
+def test_client_delay_estimator_refuses_what_it_cannot_match():
+    steps, send, P, ttft = _synthetic_log()
+    with pytest.raises(InputError, match="cannot match"):
+        rc.estimate_client_delays(steps, send[:-1], P[:-1], ttft[:-1], 0.5)
+    with pytest.raises(InputError, match="steps lacks"):
+        rc.estimate_client_delays(steps.drop(columns="mono_s"), send, P, ttft, 0.5)
+    with pytest.raises(InputError, match="step_overhead_ms"):
+        rc.estimate_client_delays(steps, send, P, ttft, -1.0)
+    with pytest.raises(InputError, match="one length"):
+        rc.estimate_client_delays(steps, send, P[:3], ttft, 0.5)

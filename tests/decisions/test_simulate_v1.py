@@ -42,7 +42,9 @@ def _reference(model, cfg, P, O, arrivals=None, C=None, seed=0):
 
 @pytest.mark.parametrize("policy", ["fcfs", "decode_first", "prefill_first"])
 @pytest.mark.parametrize("variant", [{}, {"long_prefill_token_threshold": 48},
-                                     {"enable_chunked_prefill": False}, {"step_noise_sd": 0.1}])
+                                     {"enable_chunked_prefill": False}, {"step_noise_sd": 0.1},
+                                     {"request_intake_ms": 4.0, "response_delay_ms": 2.0},
+                                     {"response_delay_ms": 7.5}])
 def test_equal_to_reference_loop(policy, variant):
     rng = np.random.default_rng(3)
     N = 120
@@ -103,6 +105,10 @@ _SEEDED = [
     ({"policy": "fcfs", "data_parallel_size": 2, "num_gpu_blocks": 60, "block_size": 4}, True),
     ({"policy": "fcfs", "data_parallel_size": 3, "routing": "round_robin", "step_noise_sd": 0.1,
       "step_overhead_ms": 0.5}, False),
+    ({"policy": "fcfs", "num_gpu_blocks": 120, "block_size": 8, "request_intake_ms": 4.0,
+      "response_delay_ms": 2.0}, True),
+    ({"policy": "fcfs", "data_parallel_size": 2, "num_gpu_blocks": 60, "block_size": 4,
+      "request_intake_ms": 3.0}, True),
 ]
 
 

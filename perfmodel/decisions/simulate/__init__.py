@@ -47,8 +47,13 @@ The engine loop
   replicas (``data_parallel_size``, ``routing``) step in lock step.
   docs/replay.md, Simulator, states the rules and the KV-cache formula
   (:mod:`.kvcache`).
+* Client round trip (``request_intake_ms``, ``response_delay_ms``, both 0 by
+  default): a request is schedulable that long after its send time, and the
+  client sees a token that long after its step ends (first-token and finish
+  times are the client's; a closed-loop client re-issues when it sees a
+  finish).  docs/replay.md, Client round trip.
 * Not modelled: prefix caching, asynchronous scheduling, speculative
-  decoding, detokenisation and client/network time.
+  decoding, detokenisation and client/network time beyond those two delays.
 
 Metrics
 -------

@@ -42,6 +42,16 @@ class EngineConfig:
         replica's), as vLLM's data parallelism for MoE models does
     routing : ``'least_loaded'`` (vLLM's: the replica with the smallest
         ``4 * waiting + running``, lowest index on ties) or ``'round_robin'``
+    request_intake_ms : float >= 0, the client round trip before the engine:
+        time from a request's send time (its arrival, or a closed-loop
+        client's re-issue) until the scheduler can see it (the API server's
+        tokenisation and the hop to the engine core); default 0
+    response_delay_ms : float >= 0, the round trip after the engine: time
+        from the end of the step that samples a token until the client sees
+        it (detokenisation, streaming).  It is added to a request's first-token
+        and finish times (the client's view), and a closed-loop client issues
+        its next request only that long after the engine finished the
+        previous one; default 0.  docs/replay.md, Client round trip.
 
     The values are checked (and integral floats made ints) on construction,
     with the messages of the keyword arguments of :func:`simulate_closed_loop`.
@@ -65,6 +75,8 @@ class EngineConfig:
     max_num_partial_prefills: int = 0
     data_parallel_size: int = 1
     routing: str = "least_loaded"
+    request_intake_ms: float = 0.0
+    response_delay_ms: float = 0.0
 
     def __post_init__(self):
         check_choice("policy", self.policy, POLICIES)
@@ -93,9 +105,18 @@ class EngineConfig:
             "data_parallel_size": check_int_range("data_parallel_size", self.data_parallel_size,
                                                   1, integral_float=True),
             "routing": check_choice("routing", self.routing, ROUTINGS),
+            "request_intake_ms": check_positive("request_intake_ms", self.request_intake_ms,
+                                                allow_zero=True),
+            "response_delay_ms": check_positive("response_delay_ms", self.response_delay_ms,
+                                                allow_zero=True),
         }
         for name, value in checked.items():
             object.__setattr__(self, name, value)
+
+    @property
+    def client_delayed(self) -> bool:
+        """True when a client round trip (intake or response delay) is modelled."""
+        return self.request_intake_ms > 0 or self.response_delay_ms > 0
 
     @property
     def kv_limited(self) -> bool:

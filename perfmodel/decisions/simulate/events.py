@@ -10,7 +10,12 @@ can change a step) is found, the state is restored from a checkpoint taken at
 the block start and the block is re-run up to that step; the arrival is then
 queued.  With data-parallel replicas any step after an arrival ends the block
 (routing reads the replicas' queues).  Closed loops issue requests at step
-ends, which needs no time.  The schedule is therefore the step-by-step one;
+ends, which needs no time.  With a client round trip
+(``request_intake_ms``, ``response_delay_ms``) an issued request reaches the
+scheduler only later: a closed-loop block then ends at the first step in
+which a request finished, and the requests it issues become arrivals at that
+step's end plus both delays, handled as open-loop arrivals (they come in
+time order, so the arrival list stays sorted).  The schedule is therefore the step-by-step one;
 ``tests/decisions/test_simulate_v1.py`` checks it against the per-request
 reference loop and against the slow path alone.
 """
@@ -129,6 +134,9 @@ class _Loop:
         self.rr = 0
         self.next_issue = 0
         self.routed = 0              # requests routed so far (open loop: arrivals queued)
+        # closed loop with a client round trip: issued requests become timed arrivals
+        self.delayed = self.closed and cfg.client_delayed
+        self.deferred: list = []     # issued in this block, not yet arrived (delayed only)
         requires = getattr(getattr(model, "model", None), "requires", None)
         self.with_sd = requires is None or "chunk_sd" in requires
 
@@ -148,14 +156,20 @@ class _Loop:
         self.routed += 1
 
     def issue(self, k: int, step: int):
-        """Closed loop: issue the next ``k`` requests at the end of ``step`` (-1: time 0)."""
+        """Closed loop: issue the next ``k`` requests at the end of ``step`` (-1: time 0).
+
+        With a client round trip they are kept in ``deferred`` (they arrive later, see
+        :func:`_run`) instead of being routed now."""
         for _ in range(k):
             if self.next_issue >= self.N:
                 return
             i = self.next_issue
             self.st.issue_step[i] = step
             self.next_issue += 1
-            self.route(i)
+            if self.delayed:
+                self.deferred.append(i)
+            else:
+                self.route(i)
 
     # -- one block ----------------------------------------------------------
     def block(self, K: int, step0: int) -> _Block:
@@ -209,14 +223,14 @@ class _Loop:
                 self.done += len(finished)
                 if self.closed:
                     self.issue(len(finished), s)
-                if self.done >= self.N:
+                if self.done >= self.N or self.deferred:
                     break
                 continue
             rep = reps[0]
             if (leap_ok and j < K and rep.ids.size <= cfg.max_num_batched_tokens
                     and not np.any(rep.tgt - rep.comp != 1)):       # all decoding now
                 j = self._leap(b, rep, K - j, s, starved)
-                if self.done >= self.N:
+                if self.done >= self.N or self.deferred:
                     break
         return b
 
@@ -275,10 +289,14 @@ class _Loop:
                                 for rep in self.reps])
         arrs = ("tgt", "comp", "gen", "blk", "first_step", "finish_step", "admit_step", "npre")
         return (act, {a: getattr(st, a)[act].copy() for a in arrs},
-                [rep.snapshot() for rep in self.reps], self.done, self.rr, self.routed)
+                [rep.snapshot() for rep in self.reps], self.done, self.rr, self.routed,
+                self.next_issue)
 
     def restore(self, snap):
-        act, vals, reps, self.done, self.rr, self.routed = snap
+        act, vals, reps, self.done, self.rr, self.routed, nxt = snap
+        self.st.issue_step[nxt:self.next_issue] = -1      # issued in the undone steps
+        self.next_issue = nxt
+        self.deferred.clear()
         for a, v in vals.items():
             getattr(self.st, a)[act] = v
         for rep, s in zip(self.reps, reps):
@@ -294,6 +312,10 @@ def _run(model, cfg, P, O, arrival=None, *, concurrency=None, seed=0, keep_steps
     (:func:`perfmodel.stats.predictive.mean_step_model`): latencies and busy
     times are sums of steps. With ``cfg.step_noise_sd`` the median times the
     log-normal noise has that mean already.
+
+    The returned arrival times are when requests became eligible for scheduling
+    (send time plus ``cfg.request_intake_ms``); ``state.arrival`` keeps the send
+    times of an open loop.
     """
     if cfg.step_noise_sd == 0:
         model = mean_step_model(model)
@@ -301,24 +323,32 @@ def _run(model, cfg, P, O, arrival=None, *, concurrency=None, seed=0, keep_steps
                  else np.asarray(arrival, float), concurrency, seed, keep_steps)
     st, N = loop.st, P.size
     ovh = cfg.step_overhead_ms
-    if loop.closed:
+    intake, resp = cfg.request_intake_ms / 1000.0, cfg.response_delay_ms / 1000.0
+    timed = not loop.closed or loop.delayed         # requests enter as timed arrivals
+    if loop.delayed:                  # grows as clients re-issue (sorted: see the docstring)
+        loop.issue(min(concurrency, N), -1)
+        order, arr_sorted = list(loop.deferred), [intake] * len(loop.deferred)
+        loop.deferred.clear()
+    elif loop.closed:
         loop.issue(min(concurrency, N), -1)
         order = np.zeros(0, np.int64)
+        arr_sorted = st.arrival[order]
     else:
         order = np.argsort(st.arrival, kind="stable")
-    arr_sorted = st.arrival[order]
+        arr_sorted = st.arrival[order] + intake if intake else st.arrival[order]
     ptr, t, step, K = 0, 0.0, 0, 16
     starts_all, model_all, logs = [], [], []
     sums = np.zeros(3)                  # replica-steps, sum of B, sum of S
     while loop.done < N:
-        if not loop.closed:
-            while ptr < N and arr_sorted[ptr] <= t:
+        n_arr = len(arr_sorted)
+        if timed:
+            while ptr < n_arr and arr_sorted[ptr] <= t:
                 loop.route(int(order[ptr]))
                 ptr += 1
             if all(not rep.ids.size and not rep.waiting for rep in loop.reps):
                 t = float(arr_sorted[ptr])
                 continue
-        pending = ptr < N and not loop.closed
+        pending = ptr < n_arr and timed
         kmax = K if max_steps is None else max(1, min(K, max_steps - step))
         snap = loop.snapshot() if pending else None
         b = loop.block(kmax, step)
@@ -351,6 +381,10 @@ def _run(model, cfg, P, O, arrival=None, *, concurrency=None, seed=0, keep_steps
             logs.append(b.log)
         step += b.n
         t = float(starts[-1] + dur[-1]) if b.n else t
+        if loop.deferred:             # issued at the block's last step: seen, sent, taken in
+            order.extend(loop.deferred)
+            arr_sorted.extend([t + resp + intake] * len(loop.deferred))
+            loop.deferred.clear()
         if max_steps is not None and step >= max_steps and loop.done < N:
             raise InputError(f"simulation did not finish within max_steps={max_steps} steps")
     starts = np.concatenate(starts_all) if starts_all else np.zeros(0)
@@ -358,4 +392,5 @@ def _run(model, cfg, P, O, arrival=None, *, concurrency=None, seed=0, keep_steps
     st.kv_peak_blocks = ([cfg.num_gpu_blocks - rep.low for rep in loop.reps]
                          if cfg.num_gpu_blocks is not None else None)
     st.step_sums = sums
-    return st, [r for lg in logs for r in lg], starts, model_ms, ovh + model_ms, arr_sorted
+    return (st, [r for lg in logs for r in lg], starts, model_ms, ovh + model_ms,
+            np.asarray(arr_sorted, float))

@@ -126,7 +126,11 @@ def _run_reference(model, requests: list[_Req], cfg: EngineConfig, *, closed: tu
     ``closed = (num_requests, prompt array, output array)`` and ``requests``
     holds the first ``concurrency`` requests (arrival 0); each finish issues
     the next request at the finish time. Steps last the fit's mean time
-    without step noise, as in :func:`.events._run`.
+    without step noise, as in :func:`.events._run`.  A client round trip
+    (``cfg.request_intake_ms``, ``cfg.response_delay_ms``): a request is
+    schedulable from ``arrival + intake``; its first token and finish are seen
+    at the step end plus the response delay, and a closed-loop client sends
+    the next request at that finish time.
     """
     if cfg.step_noise_sd == 0:
         model = mean_step_model(model)
@@ -142,11 +146,16 @@ def _run_reference(model, requests: list[_Req], cfg: EngineConfig, *, closed: tu
     total = closed[0] if closed else len(all_reqs)
     done = 0
     ovh = cfg.step_overhead_ms
+    intake, resp = cfg.request_intake_ms / 1000.0, cfg.response_delay_ms / 1000.0
+
+    def eligible(r):
+        return r.arrival + intake if intake else r.arrival
+
     while done < total:
-        while pending and pending[0].arrival <= t:
+        while pending and eligible(pending[0]) <= t:
             waiting.append(pending.popleft())
         if not waiting and not running:
-            t = pending[0].arrival  # idle until the next arrival
+            t = eligible(pending[0])  # idle until the next arrival
             continue
         batch = _schedule(running, waiting, t, cfg)
         if not batch:  # pragma: no cover - guarded by the argument checks
@@ -167,13 +176,13 @@ def _run_reference(model, requests: list[_Req], cfg: EngineConfig, *, closed: tu
                 r.computed += n
                 if r.computed == r.P:
                     r.generated = 1
-                    r.first = end
+                    r.first = end + resp if resp else end
             else:
                 n_dec += 1
                 r.computed += 1
                 r.generated += 1
             if r.generated >= r.O and not r.in_prefill:
-                r.finish = end
+                r.finish = end + resp if resp else end
                 finished.append(r)
         if keep_steps:
             log.append((n_steps, t, end, len(batch), int(chunks.sum()), n_dec, len(batch) - n_dec,
@@ -188,7 +197,8 @@ def _run_reference(model, requests: list[_Req], cfg: EngineConfig, *, closed: tu
                 N, Ps, Os = closed
                 for _ in finished:
                     if issued < N:
-                        nr = _Req(issued, end, Ps[issued], Os[issued])
+                        nr = _Req(issued, end + resp if resp else end, Ps[issued],
+                                  Os[issued])
                         all_reqs.append(nr)
                         pending.append(nr)
                         issued += 1

@@ -43,7 +43,9 @@ class SimulationResult:
     ----------
     requests : DataFrame, one row per request: ``request_id, arrival_s,
         prompt_tokens, output_tokens, admitted_s, first_token_s, finish_s,
-        ttft_s, tpot_ms, e2e_s``
+        ttft_s, tpot_ms, e2e_s``; ``arrival_s`` is the send time and
+        ``first_token_s`` / ``finish_s`` are when the client sees the token
+        (step end + ``response_delay_ms``), ``admitted_s`` is the engine's
     steps : DataFrame in the step-trace schema (``batch_size, total_tokens,
         chunk_sizes, context_lens, duration_ms`` = predicted model run, plus
         ``step_ms`` = overhead + model run, ``start_s``, ``end_s``,
@@ -123,6 +125,7 @@ def _result(run, cfg: EngineConfig, extra: dict) -> SimulationResult:
     issued = st.issue_step >= 0
     arr[issued] = ends[st.issue_step[issued]]
     arr[np.isnan(arr)] = 0.0                    # closed loop: the first requests, at time 0
+    resp = cfg.response_delay_ms / 1000.0       # the client sees a token this much later
 
     def at(times, idx):
         out = np.full(idx.size, np.nan)
@@ -131,6 +134,10 @@ def _result(run, cfg: EngineConfig, extra: dict) -> SimulationResult:
         return out
 
     first, fin = at(ends, st.first_step), at(ends, st.finish_step)
+    if resp:
+        arr[issued] += resp                     # a closed-loop client re-issues when it sees
+        first += resp                           # the previous request's last token
+        fin += resp
     O = st.O
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(O > 1, (fin - first) / np.maximum(O - 1, 1) * 1000.0, np.nan)

@@ -48,6 +48,9 @@ def simulate_closed_loop(model, num_requests: int, concurrency: int, prompt_toke
     Closed-loop benchmark) measures, from a step model.  ``concurrency``
     requests arrive at time 0; whenever one finishes, the next is issued at
     that instant (no think time), until ``num_requests`` have been issued.
+    With a client round trip (``engine.response_delay_ms``,
+    ``engine.request_intake_ms``) the client issues it when it sees the
+    finish, and the engine can schedule it only after the intake.
     See the module docstring for the engine loop and metric definitions.
 
     Parameters
