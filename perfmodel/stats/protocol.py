@@ -283,24 +283,37 @@ def ratio_interval(model_err: Any, floor_err: Any, clusters: Any, *, n_boot: int
     sm = np.bincount(codes, weights=m[ok], minlength=nc)
     sf = np.bincount(codes, weights=f[ok], minlength=nc)
     ratio = float(sm.sum() / sf.sum())
-    cnt = _cluster_counts(nc, n_boot, seed)
+    bm, bf = _resampled_sums((sm, sf), n_boot, seed)
     with np.errstate(invalid="ignore", divide="ignore"):
-        boots = (cnt @ sm) / (cnt @ sf)
+        boots = bm / bf
     a = (1 - level) / 2
     lo, hi = np.nanquantile(boots, [a, 1 - a])
     return ratio, float(lo), float(hi)
 
 
-def _cluster_counts(nc: int, n_boot: int, seed: int) -> np.ndarray:
-    """How often each of ``nc`` clusters is drawn in each of ``n_boot`` bootstrap replicates.
+#: most cluster draws held in memory at once by :func:`_resampled_sums`
+_DRAW_CHUNK = 4_000_000
 
-    The one cluster resampling of this module: the same seed gives the same
-    draws, so intervals computed on the same clusters share their replicates.
+
+def _resampled_sums(sums: Sequence[np.ndarray], n_boot: int, seed: int) -> list[np.ndarray]:
+    """Per-cluster sums added up over ``n_boot`` cluster-bootstrap replicates.
+
+    The one cluster resampling of this module: replicate ``b`` draws the
+    ``nc = len(sums[0])`` clusters with replacement (row ``b`` of
+    ``default_rng(seed).integers(0, nc, (n_boot, nc))``, generated a block of
+    rows at a time to bound memory), and every array in ``sums`` is summed
+    over the same draws, so quantities computed with one seed on the same
+    clusters share their replicates (paired).
     """
-    draws = np.random.default_rng(seed).integers(0, nc, size=(n_boot, nc))
-    cnt = np.zeros((n_boot, nc))
-    np.add.at(cnt, (np.repeat(np.arange(n_boot), nc), draws.ravel()), 1.0)
-    return cnt
+    nc = len(sums[0])
+    rng = np.random.default_rng(seed)
+    out = [np.empty(n_boot) for _ in sums]
+    step = max(1, _DRAW_CHUNK // max(nc, 1))
+    for start in range(0, n_boot, step):
+        draws = rng.integers(0, nc, size=(min(step, n_boot - start), nc))
+        for o, w in zip(out, sums):
+            o[start:start + len(draws)] = w[draws].sum(axis=1)
+    return out
 
 
 #: at most this many clusters: the sign-flip test enumerates all 2**n flips, else draws them
@@ -379,12 +392,13 @@ def paired_difference(err: Any, ref_err: Any, clusters: Any, *, n_boot: int = 10
     sr = np.bincount(codes, weights=r[ok], minlength=nc)
     d = se - sr  # per-cluster summed differences
     diff = 100 * float(d.sum() / n_c.sum())
-    cnt = _cluster_counts(nc, n_boot, seed)
     if paired:
-        boots = 100 * (cnt @ d) / (cnt @ n_c)
+        bd, bn = _resampled_sums((d, n_c), n_boot, seed)
+        boots = 100 * bd / bn
     else:  # the reference's clusters drawn again, independently
-        cnt_r = _cluster_counts(nc, n_boot, seed + 1)
-        boots = 100 * ((cnt @ se) / (cnt @ n_c) - (cnt_r @ sr) / (cnt_r @ n_c))
+        be, bn = _resampled_sums((se, n_c), n_boot, seed)
+        br, bnr = _resampled_sums((sr, n_c), n_boot, seed + 1)
+        boots = 100 * (be / bn - br / bnr)
     a = (1 - level) / 2
     lo, hi = np.quantile(boots, [a, 1 - a])
     return diff, float(lo), float(hi), _sign_flip_p(d, n_boot, seed)
