@@ -411,6 +411,9 @@ def _sign_flip_p(d: np.ndarray, n_flip: int, seed: int) -> float:
     if d.size <= _EXACT_FLIPS:
         signs = 1 - 2 * ((np.arange(2 ** d.size)[:, None] >> np.arange(d.size)) & 1)
         return float(np.mean(np.abs(signs @ d) >= t - tol))
-    signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(n_flip, d.size))
-    hits = int(np.sum(np.abs(signs @ d) >= t - tol))
+    rng, hits = np.random.default_rng(seed), 0
+    step = max(1, _DRAW_CHUNK // d.size)  # bounded memory, as in _resampled_sums
+    for start in range(0, n_flip, step):
+        signs = rng.choice([-1.0, 1.0], size=(min(step, n_flip - start), d.size))
+        hits += int(np.sum(np.abs(signs @ d) >= t - tol))
     return (1 + hits) / (1 + n_flip)
