@@ -169,7 +169,7 @@ def test_paper_has_no_hand_typed_results():
     body = re.sub(r"[\d.]+\\(textwidth|linewidth|columnwidth|baselineskip)", " ", body)
     body = re.sub(r"\\(cite|ref|label|eqref|input|includegraphics|url|href)\{[^}]*\}", " ", body)
     hits = re.findall(r"(?<![\w.\\])\d+\.\d+(?![\w])|\d+(?:\.\d+)?\s*\\,?\\%", body)
-    allowed = {"0.95", "0.9", "1.345", "95"}  # nominal levels and tuning constants, not results
+    allowed = {"0.95", "0.9", "1.345", "95", "90"}  # nominal levels and tuning constants, not results
     bad = [h for h in hits if re.sub(r"\s*\\,?\\%$", "", h.strip()) not in allowed]
     assert not bad, f"numbers typed in the paper's text (use macros from numbers.tex): {bad[:10]}"
 

@@ -50,6 +50,10 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
                         help="residuals of the model fits (default log)")
     parser.add_argument("--quantile", type=float, default=0.8,
                         help="extrapolation split: quantile of S and B (default 0.8)")
+    parser.add_argument("--reference", default=None,
+                        help="candidate the paired MAPE differences (diff_vs_ref, 90%% paired "
+                             "cluster-bootstrap interval, sign-flip p) are taken against "
+                             "(default: the model of record when compared, else the first model)")
 
 
 def compare_command(args) -> tuple[str, dict]:
@@ -65,7 +69,8 @@ def compare_command(args) -> tuple[str, dict]:
     df, label = load_trace_arg(args.trace)
     table = compare(df, models=args.models, baselines=args.baselines, cv=args.cv, k=args.k,
                     seed=args.seed, relative=args.relative, n_starts=args.starts,
-                    quantile=args.quantile, test_workload=args.test_workload)
+                    quantile=args.quantile, test_workload=args.test_workload,
+                    reference=args.reference)
     atomic_write_text(out, table.to_csv(index=False), force=args.force, inputs=inputs)
     nf = table.attrs["noise_floor"]
     floor = nf.get("oracle_median")
@@ -79,13 +84,16 @@ def compare_command(args) -> tuple[str, dict]:
         floor_text = (f"noise floor ({nf['kind']}): median-oracle MAPE {floor:.2f}%, "
                       f"(diagnostic: median CV {100 * nf['median_cv']:.2f}%)")
         nf_json = nf
+    ref = table.attrs["reference"]
     head = (f"{label}: {len(df)} steps, cv={args.cv} ({int(table['k'].iloc[0])} folds), "
-            f"relative={args.relative}; {floor_text}")
+            f"relative={args.relative}; {floor_text}\n"
+            f"differences vs {ref}: MAPE points, 90% paired cluster-bootstrap interval, "
+            "sign-flip p")
     text = head + "\n" + format_table(table) + f"\n\nwrote {out}"
     records = [{k: (None if (isinstance(v, float) and not math.isfinite(v)) or v is pd.NA
                     else (int(v) if isinstance(v, (np.integer,)) else v))
                 for k, v in r.items()} for r in table.to_dict(orient="records")]
     return text, {"trace": args.trace, "label": label, "n_steps": len(df), "cv": args.cv,
-                  "relative": args.relative, "noise_floor": nf_json,
+                  "relative": args.relative, "reference": ref, "noise_floor": nf_json,
                   "noise_floor_reason": why, "output": str(out),
                   "rows": records}

@@ -13,6 +13,13 @@ parameters, AIC/BIC and the pure-error lack-of-fit F test in sample on all
 steps, and the ratio of held-out MAPE to the noise floor of
 :func:`perfmodel.data.noise.noise_floor` (the median oracle, see there) with
 a cluster-bootstrap interval (:func:`perfmodel.stats.protocol.ratio_interval`).
+Each candidate is also compared with a reference (by default the model of
+record, :func:`perfmodel.core.model.default_for`): its MAPE difference in
+points with a paired cluster-bootstrap interval and a paired sign-flip test
+(:func:`perfmodel.stats.protocol.paired_difference`), so that differences
+the shared test steps resolve are told from those they do not.  Beside the
+MAPE, the median absolute percentage error (``MdAPE``) and the RMS log
+error (``RMSLE``, :func:`perfmodel.stats.scores.robust_metrics`).
 
 Folds
 -----
@@ -188,11 +195,14 @@ def _scale_resid(y, yhat, relative):
 
 
 def _score(y, pred, labels, prefix=""):
+    from perfmodel.stats.scores import robust_metrics
     from perfmodel.stats.validation import metrics
 
     out = {}
     m = metrics(y, pred)
     out["MAPE"], out["RMSE"] = m["MAPE"], m["RMSE"]
+    rm = robust_metrics(y, pred)
+    out["MdAPE"], out["RMSLE"] = rm["MdAPE"], rm["RMSLE"]
     for r in _REGIMES:
         sel = labels == r
         if sel.any():
@@ -274,7 +284,8 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
             seed: int = 0, *, relative: str = DEFAULT_SCALE, loss: str = "linear", n_starts: int = 4,
             quantile: float = 0.8, floor=None, in_sample: bool = True,
             time_ordered: bool | None = None, progress=None, test_workload=None,
-            baseline_kwargs: dict | None = None, n_boot: int = 1000) -> pd.DataFrame:
+            baseline_kwargs: dict | None = None, n_boot: int = 1000,
+            reference: str | None = None) -> pd.DataFrame:
     """Fit every model and baseline on the same folds and score them held out.
 
     Parameters
@@ -303,7 +314,11 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
     test_workload : ``cv='transfer'``: the ``workload`` value(s) predicted
     baseline_kwargs : ``{baseline name: keyword arguments}`` (e.g. the roofline's
         ``model_config`` and peaks)
-    n_boot : cluster-bootstrap draws of the ratio interval
+    n_boot : cluster-bootstrap draws of the ratio and difference intervals
+        (and random sign flips of the paired test)
+    reference : the candidate every other one is compared with (default: the
+        model of record, :func:`perfmodel.core.model.default_for`, when it is
+        among the models, else the first model, else the first baseline)
 
     Returns
     -------
@@ -316,8 +331,15 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
     groups identical schedules), ``noise_floor`` (median-oracle MAPE,
     percent), ``ratio_to_floor`` and its 90 % cluster-bootstrap interval
     ``ratio_lo`` / ``ratio_hi`` (over the test steps that have replicates;
-    clusters: the leak-free groups), ``cv``, ``k``, ``relative``.  Sorted as
-    given (models, then baselines).  ``df.attrs['noise_floor']`` holds the
+    clusters: the leak-free groups), ``MdAPE`` (percent) and ``RMSLE``
+    held out, ``diff_vs_ref`` (MAPE minus the reference's MAPE, points, on
+    the test steps both predicted) with its 90 % paired cluster-bootstrap
+    interval ``diff_lo`` / ``diff_hi`` (the same resampled clusters for both)
+    and ``p_vs_ref`` (two-sided paired sign-flip test over the clusters;
+    :func:`perfmodel.stats.protocol.paired_difference`; the reference's row:
+    0 and NaN), ``cv``, ``k``, ``relative``.  Sorted as
+    given (models, then baselines).  ``df.attrs['reference']`` names the
+    reference, ``df.attrs['noise_floor']`` holds the
     floor as a dict, ``df.attrs['predictions']`` the out-of-fold predictions
     (one column per candidate, NaN off the test sets; rows of the validated
     trace, index reset).
@@ -328,6 +350,7 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
     models, baselines = _check_args(df, models, baselines, relative, k, n_starts,
                                     baseline_kwargs)
     df = validate_trace(df).reset_index(drop=True)
+    reference = _reference(df, models, baselines, reference)
     need = _check_size(df, models, baselines)
     splits = _splits(df, cv, int(k), seed, quantile, time_ordered, test_workload)
     test_rows = np.unique(np.concatenate([te for _, te in splits]))
@@ -352,9 +375,44 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
             rows.append(row)
             if pred is not None:
                 preds[name] = pred
+    _paired(rows, preds, reference, ctx)
     out = _table(rows, nf, cv, len(splits), relative, len(df))
     out.attrs["predictions"] = pd.DataFrame(preds)
+    out.attrs["reference"] = reference
     return out
+
+
+def _reference(df, models, baselines, reference) -> str:
+    """The candidate :func:`compare` measures differences against (see there)."""
+    from perfmodel.core.model import default_for
+
+    names = [*models, *baselines]
+    if reference is None:
+        rec = default_for(df)
+        return rec if rec in models else names[0]
+    if not isinstance(reference, str) or reference not in names:
+        raise InputError(f"reference {reference!r} is not among the candidates {names}")
+    return reference
+
+
+def _paired(rows, preds, reference, ctx) -> None:
+    """Add ``diff_vs_ref``, ``diff_lo``, ``diff_hi``, ``p_vs_ref`` to each row in place."""
+    from perfmodel.stats.protocol import paired_difference
+
+    ref = preds.get(reference)
+    if ref is None:  # the reference was skipped: no differences
+        return
+    y = ctx.y
+    ref_err = np.abs(y - ref) / y
+    for row in rows:
+        pred = preds.get(row["name"])
+        if pred is None or row["name"] == reference:
+            if row["name"] == reference:
+                row.update(diff_vs_ref=0.0, diff_lo=0.0, diff_hi=0.0, p_vs_ref=np.nan)
+            continue
+        err = np.abs(y - pred) / y
+        row["diff_vs_ref"], row["diff_lo"], row["diff_hi"], row["p_vs_ref"] = \
+            paired_difference(err, ref_err, ctx.clusters, n_boot=ctx.n_boot, seed=ctx.seed)
 
 
 def _check_args(df, models, baselines, relative, k, n_starts,
@@ -483,7 +541,8 @@ def _table(rows, nf, cv, n_splits, relative, n_steps) -> pd.DataFrame:
     cols = (["name", "kind", "status", "n_params", "MAPE", "RMSE"]
             + [f"MAPE_{r}" for r in _REGIMES] + [f"RMSE_{r}" for r in _REGIMES]
             + ["n_test", "fold_mape_mean", "fold_mape_sd", "mape_in", "aic", "bic", "lof_F",
-               "lof_p", "ratio_lo", "ratio_hi"])
+               "lof_p", "ratio_lo", "ratio_hi", "MdAPE", "RMSLE", "diff_vs_ref", "diff_lo",
+               "diff_hi", "p_vs_ref"])
     out = pd.DataFrame(rows).reindex(columns=cols)
     fl = nf.floor if nf.kind != "none" else np.nan
     out["noise_floor"] = fl
@@ -540,13 +599,15 @@ def load_trace_arg(spec: str) -> tuple[pd.DataFrame, str]:
 def format_table(table: pd.DataFrame) -> str:
     """A plain-text view of a comparison table."""
     cols = ["name", "kind", "n_params", "MAPE", "MAPE_decode-only", "MAPE_mixed",
-            "MAPE_prefill-heavy", "RMSE", "aic", "lof_p", "ratio_to_floor", "ratio_lo",
-            "ratio_hi", "status"]
+            "MAPE_prefill-heavy", "MdAPE", "RMSLE", "RMSE", "aic", "lof_p", "ratio_to_floor",
+            "ratio_lo", "ratio_hi", "diff_vs_ref", "diff_lo", "diff_hi", "p_vs_ref", "status"]
     t = table.reindex(columns=cols).copy()
-    for c in ("MAPE", "MAPE_decode-only", "MAPE_mixed", "MAPE_prefill-heavy", "ratio_to_floor",
-              "ratio_lo", "ratio_hi"):
+    for c in ("MAPE", "MAPE_decode-only", "MAPE_mixed", "MAPE_prefill-heavy", "MdAPE",
+              "ratio_to_floor", "ratio_lo", "ratio_hi", "diff_vs_ref", "diff_lo", "diff_hi"):
         t[c] = t[c].map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
-    t["lof_p"] = t["lof_p"].map(lambda v: "" if pd.isna(v) else f"{v:.2g}")
+    t["RMSLE"] = t["RMSLE"].map(lambda v: "" if pd.isna(v) else f"{v:.3f}")
+    for c in ("lof_p", "p_vs_ref"):
+        t[c] = t[c].map(lambda v: "" if pd.isna(v) else f"{v:.2g}")
     t["RMSE"] = t["RMSE"].map(lambda v: "" if pd.isna(v) else f"{v:.4g}")
     t["aic"] = t["aic"].map(lambda v: "" if pd.isna(v) else f"{v:.1f}")
     buf = io.StringIO()

@@ -27,9 +27,10 @@ same thing everywhere, and it checks them:
 
 :func:`leak_report` checks any splits against the three leaks (same
 configuration, identical schedule, time neighbour of the same run within a
-distance) and :func:`ratio_interval` gives the cluster-bootstrap interval
-of a model/floor ratio (resampling the leak-free groups, never single
-steps).
+distance), :func:`ratio_interval` gives the cluster-bootstrap interval
+of a model/floor ratio and :func:`paired_difference` the paired interval
+and test of two candidates' MAPE difference (both resample the leak-free
+groups, never single steps, with the same draws for the same seed).
 """
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ __all__ = [
     "TRANSFER_COLUMN",
     "is_leak_free",
     "leak_report",
+    "paired_difference",
     "protocol_folds",
     "ratio_interval",
     "schemes_for",
@@ -281,13 +283,137 @@ def ratio_interval(model_err: Any, floor_err: Any, clusters: Any, *, n_boot: int
     sm = np.bincount(codes, weights=m[ok], minlength=nc)
     sf = np.bincount(codes, weights=f[ok], minlength=nc)
     ratio = float(sm.sum() / sf.sum())
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, nc, size=(n_boot, nc))
-    # cluster counts per replicate, then ratio of resampled sums
-    cnt = np.zeros((n_boot, nc))
-    np.add.at(cnt, (np.repeat(np.arange(n_boot), nc), draws.ravel()), 1.0)
+    bm, bf = _resampled_sums((sm, sf), n_boot, seed)
     with np.errstate(invalid="ignore", divide="ignore"):
-        boots = (cnt @ sm) / (cnt @ sf)
+        boots = bm / bf
     a = (1 - level) / 2
     lo, hi = np.nanquantile(boots, [a, 1 - a])
     return ratio, float(lo), float(hi)
+
+
+#: most cluster draws held in memory at once by :func:`_resampled_sums`
+_DRAW_CHUNK = 4_000_000
+
+
+def _resampled_sums(sums: Sequence[np.ndarray], n_boot: int, seed: int) -> list[np.ndarray]:
+    """Per-cluster sums added up over ``n_boot`` cluster-bootstrap replicates.
+
+    The one cluster resampling of this module: replicate ``b`` draws the
+    ``nc = len(sums[0])`` clusters with replacement (row ``b`` of
+    ``default_rng(seed).integers(0, nc, (n_boot, nc))``, generated a block of
+    rows at a time to bound memory), and every array in ``sums`` is summed
+    over the same draws, so quantities computed with one seed on the same
+    clusters share their replicates (paired).
+    """
+    nc = len(sums[0])
+    rng = np.random.default_rng(seed)
+    out = [np.empty(n_boot) for _ in sums]
+    step = max(1, _DRAW_CHUNK // max(nc, 1))
+    for start in range(0, n_boot, step):
+        draws = rng.integers(0, nc, size=(min(step, n_boot - start), nc))
+        for o, w in zip(out, sums):
+            o[start:start + len(draws)] = w[draws].sum(axis=1)
+    return out
+
+
+#: at most this many clusters: the sign-flip test enumerates all 2**n flips, else draws them
+_EXACT_FLIPS = 12
+
+
+def paired_difference(err: Any, ref_err: Any, clusters: Any, *, n_boot: int = 1000,
+                      level: float = 0.9, seed: int = 0,
+                      paired: bool = True) -> tuple[float, float, float, float]:
+    """MAPE difference of two candidates on the same steps: interval and paired test.
+
+    Problem: two candidates scored on the same held-out steps share the
+    steps' difficulty, so their MAPEs are positively correlated and
+    comparing two separate intervals hides differences that the data
+    resolve. The difference ``100 (mean(err) - mean(ref_err))`` (points) is
+    bootstrapped by resampling the clusters (the leak-free groups of
+    :func:`perfmodel.stats.validation.fold_groups`) *once* per replicate for
+    both candidates, with the draws of :func:`ratio_interval`.
+
+    The p-value is a two-sided sign-flip permutation test at the cluster
+    level (Good 2005, *Permutation, Parametric and Bootstrap Tests of
+    Hypotheses*, 3rd ed., Springer, sec. 3.7 "matched pairs"): under the
+    null hypothesis that the two candidates are exchangeable, each cluster's
+    summed error difference ``D_c`` is symmetric about zero, so the statistic
+    ``|sum_c D_c|`` (the pooled difference, the quantity the interval
+    reports, each cluster weighted by its steps) is compared with its value
+    under every sign flip (all ``2**n`` when ``n <= 12`` clusters, else
+    ``n_boot`` random flips with the ``(1 + hits) / (1 + n_boot)`` estimate of
+    Phipson & Smyth 2010, *Stat. Appl. Genet. Mol. Biol.* 9(1):39). It was
+    chosen over a Wilcoxon signed-rank test of per-cluster means because
+    the latter tests the median cluster, not the pooled MAPE difference that
+    the table reports. Identical candidates give ``p = 1``. With few clusters
+    the smallest attainable p is ``2 / 2**n``.
+
+    Parameters
+    ----------
+    err, ref_err : array_like (n,)
+        Absolute relative errors per step of the candidate and of the
+        reference (NaN where a candidate has no prediction; such rows are
+        left out of both).
+    clusters : array_like (n,)
+        Cluster label of each step.
+    n_boot : int, default 1000
+        Bootstrap replicates (and random sign flips when there are many clusters).
+    level : float, default 0.9
+        Two-sided level of the percentile interval.
+    seed : int, default 0
+    paired : bool, default True
+        False resamples the two candidates' clusters independently (the
+        unpaired interval, for comparison only; the p-value is unchanged).
+
+    Returns
+    -------
+    (diff, lo, hi, p)
+        Points of MAPE; NaN when no row has both errors. Verified on
+        synthetic errors with a known difference, identical candidates and
+        positively correlated errors, where the paired interval is narrower
+        than the unpaired one (tests).
+    """
+    e = np.asarray(err, float).ravel()
+    r = np.asarray(ref_err, float).ravel()
+    c = np.asarray(clusters).ravel()
+    if not (e.size == r.size == c.size):
+        raise InputError(f"err, ref_err and clusters differ in length "
+                         f"({e.size}, {r.size}, {c.size})")
+    n_boot = check_int_range("`n_boot`", n_boot, 1)
+    if not isinstance(level, float) or not 0 < level < 1:
+        raise InputError(f"`level` must be a float in (0, 1), got {level!r}")
+    ok = np.isfinite(e) & np.isfinite(r)
+    if not ok.any():
+        return (float("nan"),) * 4
+    codes = pd.factorize(pd.Series(c[ok]).astype(str))[0]
+    nc = int(codes.max()) + 1
+    n_c = np.bincount(codes, minlength=nc).astype(float)
+    se = np.bincount(codes, weights=e[ok], minlength=nc)
+    sr = np.bincount(codes, weights=r[ok], minlength=nc)
+    d = se - sr  # per-cluster summed differences
+    diff = 100 * float(d.sum() / n_c.sum())
+    if paired:
+        bd, bn = _resampled_sums((d, n_c), n_boot, seed)
+        boots = 100 * bd / bn
+    else:  # the reference's clusters drawn again, independently
+        be, bn = _resampled_sums((se, n_c), n_boot, seed)
+        br, bnr = _resampled_sums((sr, n_c), n_boot, seed + 1)
+        boots = 100 * (be / bn - br / bnr)
+    a = (1 - level) / 2
+    lo, hi = np.quantile(boots, [a, 1 - a])
+    return diff, float(lo), float(hi), _sign_flip_p(d, n_boot, seed)
+
+
+def _sign_flip_p(d: np.ndarray, n_flip: int, seed: int) -> float:
+    """Two-sided sign-flip p-value of ``sum(d)`` (:func:`paired_difference`)."""
+    t = abs(float(d.sum()))
+    tol = 1e-12 * max(float(np.abs(d).sum()), 1e-300)  # ties up to rounding count as hits
+    if d.size <= _EXACT_FLIPS:
+        signs = 1 - 2 * ((np.arange(2 ** d.size)[:, None] >> np.arange(d.size)) & 1)
+        return float(np.mean(np.abs(signs @ d) >= t - tol))
+    rng, hits = np.random.default_rng(seed), 0
+    step = max(1, _DRAW_CHUNK // d.size)  # bounded memory, as in _resampled_sums
+    for start in range(0, n_flip, step):
+        signs = rng.choice([-1.0, 1.0], size=(min(step, n_flip - start), d.size))
+        hits += int(np.sum(np.abs(signs @ d) >= t - tol))
+    return (1 + hits) / (1 + n_flip)

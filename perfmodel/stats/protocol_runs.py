@@ -34,7 +34,8 @@ SWEEPS = ("decode_sweep", "prefill_sweep", "fixed_tokens")
 #: the columns of one summary row (per dataset, scheme and candidate)
 SUMMARY_COLUMNS = ("dataset", "scheme", "name", "kind", "status", "n_test", "MAPE",
                    "noise_floor", "ratio_to_floor", "ratio_lo", "ratio_hi", "lof_p", "n_params",
-                   "MAPE_decode-only", "MAPE_mixed", "MAPE_prefill-heavy")
+                   "MAPE_decode-only", "MAPE_mixed", "MAPE_prefill-heavy", "MdAPE", "RMSLE",
+                   "diff_vs_ref", "diff_lo", "diff_hi", "p_vs_ref")
 
 
 def read_engine_runs(folder) -> pd.DataFrame:

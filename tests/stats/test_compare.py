@@ -170,6 +170,44 @@ def test_load_trace_arg_splitwise_group(fetch_or_skip):
         load_trace_arg("splitwise")
 
 
+def test_compare_paired_differences_against_the_model_of_record():
+    """The reference defaults to the model of record; every row's difference is the paired
+    one of its out-of-fold predictions (protocol.paired_difference on the same clusters), the
+    reference's row is 0 with no p, and a bad reference is refused by name."""
+    from perfmodel.stats.protocol import paired_difference
+    from perfmodel.stats.validation import fold_groups
+
+    df = synthetic(n_cfg=30, reps=3)
+    tab = compare(df, models=["seed_id", "seed_ctx_mono"], baselines=["linear"], k=3,
+                  n_starts=1, in_sample=False, n_boot=200, seed=2)
+    t = tab.set_index("name")
+    assert tab.attrs["reference"] == "seed_ctx_mono"
+    r = t.loc["seed_ctx_mono"]
+    assert (r["diff_vs_ref"], r["diff_lo"], r["diff_hi"]) == (0, 0, 0) and np.isnan(r["p_vs_ref"])
+    pred, y = tab.attrs["predictions"], df["duration_ms"].to_numpy()
+    ref_err = np.abs(y - pred["seed_ctx_mono"].to_numpy()) / y
+    for name in ("seed_id", "linear"):
+        err = np.abs(y - pred[name].to_numpy()) / y
+        want = paired_difference(err, ref_err, fold_groups(df), n_boot=200, seed=2)
+        got = tuple(t.loc[name, ["diff_vs_ref", "diff_lo", "diff_hi", "p_vs_ref"]])
+        assert got == pytest.approx(want)
+        # every step predicted by both: the difference of the two MAPE columns
+        assert got[0] == pytest.approx(t.loc[name, "MAPE"] - r["MAPE"])
+        # the B,S-only forms are resolved worse than the true form
+        assert got[1] > 0 and got[3] < 0.05
+        assert t.loc[name, "MdAPE"] < t.loc[name, "MAPE"] and t.loc[name, "RMSLE"] > 0
+    # without the model of record among the models: the first model; an explicit one
+    assert compare(df, models=["seed_id"], baselines=["linear"], k=3, n_starts=1,
+                   in_sample=False, n_boot=50).attrs["reference"] == "seed_id"
+    alt = compare(df, models=["seed_id"], baselines=["linear"], k=3, n_starts=1,
+                  in_sample=False, n_boot=50, reference="linear").set_index("name")
+    assert alt.loc["linear", "diff_vs_ref"] == 0
+    assert alt.loc["seed_id", "diff_vs_ref"] == pytest.approx(
+        alt.loc["seed_id", "MAPE"] - alt.loc["linear", "MAPE"])
+    with pytest.raises(InputError, match="reference 'poly2'"):
+        compare(df, models=["seed_id"], baselines=["linear"], reference="poly2")
+
+
 def test_cli_compare_writes_refuses_overwrite_and_emits_json(tmp_path, capsys):
     from perfmodel.cli.main import main
 
@@ -191,6 +229,15 @@ def test_cli_compare_writes_refuses_overwrite_and_emits_json(tmp_path, capsys):
     assert obj["cv"] == "extrapolate" and len(obj["rows"]) == 3
     assert obj["noise_floor"]["kind"] == "configuration repeats"
     assert obj["noise_floor_reason"] is None
+    assert obj["reference"] == "seed_ctx_mono"
+    rows = {r["name"]: r for r in obj["rows"]}
+    assert rows["seed_ctx_mono"]["diff_vs_ref"] == 0 and rows["seed_ctx_mono"]["p_vs_ref"] is None
+    assert rows["linear"]["diff_lo"] <= rows["linear"]["diff_vs_ref"] <= rows["linear"]["diff_hi"]
+    assert np.isfinite(rows["linear"]["MdAPE"]) and np.isfinite(rows["linear"]["RMSLE"])
+    assert main(["compare", str(trace), "--models", "seed_id", "--baselines", "linear",
+                 "--reference", "forest", "-o", str(tmp_path / "y.csv")]) == 2
+    assert "reference 'forest'" in capsys.readouterr().err
+    assert not (tmp_path / "y.csv").exists()
     assert main(["compare", str(trace), "--models", "bogus", "-o", str(tmp_path / "x.csv")]) == 2
     assert "unknown models" in capsys.readouterr().err
 

@@ -132,3 +132,61 @@ def test_real_vllm_cpu_folds_are_leak_free(model):
     for scheme, block in (("blocked25", 25), ("blocked100", 100)):
         rep = pr.leak_report(df, pr.protocol_folds(df, scheme, k=5), block=block)
         assert pr.is_leak_free(rep), (scheme, rep)
+
+
+# ---------------------------------------------------------------- paired differences
+def _paired_errors(rng, n_c=40, per=10, delta=0.01, shared_sd=0.05):
+    """Errors of two candidates on the same clustered steps: a shared cluster difficulty
+    (positively correlated errors) and a known mean difference ``delta``."""
+    c = np.repeat(np.arange(n_c), per)
+    hard = np.abs(rng.normal(0.08, shared_sd, n_c))[c]
+    ref = hard + 0.005 * np.abs(rng.standard_normal(c.size))
+    err = ref + delta + 0.005 * rng.standard_normal(c.size)
+    return err, ref, c
+
+
+def test_paired_difference_interval_covers_the_known_difference():
+    """Over repeated draws the 90 % paired interval covers the true difference (1 point) at
+    about its level, the point estimate is the pooled MAPE difference, and the test rejects."""
+    covered, ps = 0, []
+    for s in range(60):
+        err, ref, c = _paired_errors(np.random.default_rng(s))
+        d, lo, hi, p = pr.paired_difference(err, ref, c, n_boot=300, seed=s)
+        assert d == pytest.approx(100 * (err.mean() - ref.mean()))
+        covered += lo <= 1.0 <= hi
+        ps.append(p)
+    assert 0.75 <= covered / 60 <= 1.0
+    assert max(ps) < 0.01
+
+
+@pytest.mark.parametrize("n_c", [5, 40])  # exact flips / random flips
+def test_paired_difference_of_identical_candidates_is_zero_with_p_one(n_c):
+    err, _, c = _paired_errors(np.random.default_rng(1), n_c=n_c)
+    d, lo, hi, p = pr.paired_difference(err, err.copy(), c, n_boot=200)
+    assert d == 0 and lo <= 0 <= hi and p == 1.0
+
+
+def test_paired_interval_is_narrower_than_unpaired_for_correlated_errors():
+    """Pairing is real: with a shared cluster difficulty the paired interval is several
+    times narrower than resampling the two candidates independently."""
+    err, ref, c = _paired_errors(np.random.default_rng(2))
+    _, lo, hi, _ = pr.paired_difference(err, ref, c, n_boot=500, seed=0)
+    _, ulo, uhi, _ = pr.paired_difference(err, ref, c, n_boot=500, seed=0, paired=False)
+    assert hi - lo < 0.3 * (uhi - ulo)
+    assert ulo < 0 < uhi and lo > 0  # the unpaired one does not resolve the difference
+
+
+def test_paired_difference_exact_sign_flip_p_and_checks():
+    # 5 clusters all worse: only the identity and the all-flipped signs reach |sum|: 2 / 2**5
+    err, ref, c = _paired_errors(np.random.default_rng(3), n_c=5)
+    assert pr.paired_difference(err, ref, c)[3] == pytest.approx(2 / 32)
+    # NaN rows (no prediction) are left out of both candidates
+    err2 = err.copy()
+    err2[:10] = np.nan
+    d = pr.paired_difference(err2, ref, c)[0]
+    assert d == pytest.approx(100 * (err[10:].mean() - ref[10:].mean()))
+    assert np.isnan(pr.paired_difference(np.full(3, np.nan), ref[:3], c[:3])).all()
+    with pytest.raises(InputError, match="differ in length"):
+        pr.paired_difference(err, ref[:-1], c)
+    with pytest.raises(InputError, match="level"):
+        pr.paired_difference(err, ref, c, level=90)

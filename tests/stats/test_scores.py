@@ -65,3 +65,20 @@ def test_metrics_edge_cases_and_errors():
         sc.metrics([0.0, 2.0], [1.0, 2.0])
 
 
+
+
+def test_robust_metrics_mdape_and_rmsle():
+    rng = np.random.default_rng(0)
+    y = rng.uniform(1, 50, 101)
+    yhat = y * np.exp(rng.normal(0, 0.2, y.size))
+    m = sc.robust_metrics(y, yhat)
+    assert m["MdAPE"] == pytest.approx(100 * np.median(np.abs(y - yhat) / y))
+    assert m["RMSLE"] == pytest.approx(np.sqrt(np.mean((np.log(yhat) - np.log(y)) ** 2)))
+    # one wild step moves the MAPE, hardly the MdAPE
+    wild = yhat.copy()
+    wild[0] = 100 * y[0]
+    assert sc.metrics(y, wild)["MAPE"] > 5 * sc.metrics(y, yhat)["MAPE"]
+    assert sc.robust_metrics(y, wild)["MdAPE"] == pytest.approx(m["MdAPE"], rel=0.05)
+    assert np.isnan(sc.robust_metrics(y, -yhat)["RMSLE"])
+    with pytest.raises(InputError, match="zero"):
+        sc.robust_metrics(np.zeros(3), np.ones(3))
