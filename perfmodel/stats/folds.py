@@ -140,26 +140,98 @@ def _layout(df: pd.DataFrame, time_ordered: Any) -> _Layout:
 
 
 def _schedule_key(df: pd.DataFrame) -> np.ndarray:
-    """Code of each step's schedule: B, S and the multiset of (chunk, context) pairs."""
-    base = (df["batch_size"].astype("int64").astype(str) + "|"
-            + df["total_tokens"].astype("int64").astype(str)).to_numpy(dtype=object)
+    """Code of each step's schedule: B, S and the multiset of (chunk, context) pairs.
+
+    Two steps get the same code exactly when they have equal ``batch_size``
+    and ``total_tokens`` and, where ``chunk_sizes``/``context_lens`` are
+    present, the same multiset of per-request (chunk, context) pairs
+    (requests in any order are the same step); a row whose cells do not
+    parse as lists of integers of one length matches only rows whose cells
+    read the same as written.  Codes are numbered 0, 1, ... in order of
+    first row.  Vectorised (:func:`_pair_rows_key`): no per-row Python.
+    Verified to give the codes of a plain per-row implementation (kept in
+    ``tests/stats/test_folds.py``) on random traces and the committed ones.
+    """
+    B = df["batch_size"].to_numpy(dtype=np.int64)
+    S = df["total_tokens"].to_numpy(dtype=np.int64)
     cols = [c for c in ("chunk_sizes", "context_lens") if c in df.columns]
+    parts = [B, S]
     if cols:
         lists = [parse_list_column(df[c]) for c in cols]
-        # per row: (items, ok) -- items split from the flat array by the row counts
-        parsed = [(np.split(lc.flat, np.cumsum(lc.counts)[:-1]), lc.ok) for lc in lists]
-        key = np.empty(len(df), dtype=object)
-        for i in range(len(df)):
-            parts = [p[0][i] for p in parsed]
-            ok = all(p[1][i] for p in parsed) and len({a.size for a in parts}) == 1
-            if ok:  # requests in any order are the same step
-                srt = np.lexsort(parts[::-1])
-                tail = ";".join(",".join(map(str, a[srt].tolist())) for a in parts)
-            else:  # unparsable cells: identical only as written
-                tail = "raw:" + "|".join(str(df[c].iat[i]) for c in cols)
-            key[i] = base[i] + "|" + tail
-        base = key
-    return pd.factorize(base)[0].astype(np.int64)
+        ok = np.logical_and.reduce([lc.ok for lc in lists])
+        if len(lists) == 2:
+            ok &= lists[0].counts == lists[1].counts
+        parts += _pair_rows_key(lists, ok)
+        if not ok.all():  # unparsable cells: identical only as written
+            raw = pd.Series(np.zeros(len(df), np.int64))
+            bad = ~ok
+            cells = zip(*(df[c].iloc[bad] for c in cols))
+            text = ["|".join(map(str, row)) for row in cells]  # as written (rare rows)
+            raw.iloc[np.flatnonzero(bad)] = pd.factorize(np.array(text, dtype=object))[0] + 1
+            parts.append(raw.to_numpy())
+    return _ngroups(parts)
+
+
+def _ngroups(parts: list[np.ndarray]) -> np.ndarray:
+    """Code of each row's tuple of integer ``parts``, numbered in order of first row."""
+    frame = pd.DataFrame({i: p for i, p in enumerate(parts)}, copy=False)
+    return frame.groupby(list(frame.columns), sort=False).ngroup().to_numpy(dtype=np.int64)
+
+
+def _pair_rows_key(lists: list, ok: np.ndarray) -> list[np.ndarray]:
+    """Per row ``(items, h, exact)``: equal for rows with equal multisets of item tuples.
+
+    ``lists`` are parsed list columns (:func:`parse_list_column`) of equal
+    counts on the ``ok`` rows; other rows get ``(-1, 0, 0)``.  The tuples
+    of a row's requests are coded densely, sorted within the row (one sort
+    of ``row * ncodes + code``), and hashed per row (splitmix64 of code and
+    position, summed).  Rows with equal ``(B, S, items, h)`` are then
+    compared item by item with the first such row; ``exact`` splits any
+    hash collision, so the key is exact, never probabilistic.
+    """
+    n = ok.size
+    flats = []
+    for lc in lists:  # the items of the ok rows only
+        keep = np.repeat(ok[lc.ok], lc.counts[lc.ok])
+        flats.append(lc.flat[keep])
+    counts = np.where(ok, lists[0].counts, 0)
+    code = pd.factorize(flats[0])[0].astype(np.int64)
+    for f in flats[1:]:
+        c2, u2 = pd.factorize(f)
+        code = code * max(len(u2), 1) + c2  # dense codes < items: fits in int64
+        code = pd.factorize(code)[0].astype(np.int64)
+    ncode = int(code.max()) + 1 if code.size else 1
+    off = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=off[1:])
+    row = np.repeat(np.arange(n, dtype=np.int64), counts)
+    srt = np.sort(row * ncode + code) - row * ncode  # codes sorted within each row
+    pos = np.arange(srt.size, dtype=np.int64) - off[row]
+    h = _splitmix(_splitmix(srt.astype(np.uint64)) ^ pos.astype(np.uint64))
+    cs = np.zeros(h.size + 1, np.uint64)
+    np.cumsum(h, out=cs[1:])
+    rowhash = (cs[off[1:]] - cs[off[:-1]]).view(np.int64)  # sum of each row's hashes
+    items = np.where(ok, counts, -1)
+    first = _ngroups([items, rowhash])
+    top = np.maximum.accumulate(first)  # groups are numbered in order of first row
+    rep = np.flatnonzero(np.r_[True, top[1:] > top[:-1]])  # first row of each (items, hash)
+    same = srt == srt[off[rep[first]][row] + pos]
+    exact = np.zeros(n, np.int64)
+    if not same.all():  # a hash collision: tell the rows apart by their bytes
+        diff = np.unique(first[row[~same]])
+        for g in diff:
+            rows = np.flatnonzero(first == g)
+            keys = np.array([srt[off[r]:off[r + 1]].tobytes() for r in rows], dtype=object)
+            exact[rows] = pd.factorize(keys)[0]
+    return [items, rowhash, exact]
+
+
+def _splitmix(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser of uint64 values (wrapping arithmetic)."""
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
 
 
 def _components(keys: list[np.ndarray], n: int) -> np.ndarray:
