@@ -38,9 +38,14 @@ __all__ = ["validate_trace"]
 
 
 def _canonical_types(out: pd.DataFrame, B, S, lists: dict[str, ListCells]) -> pd.DataFrame:
-    """int64 counts, float64 times, list cells as 'a;b;c' strings."""
-    out["batch_size"] = B.astype(np.int64)
-    out["total_tokens"] = S.astype(np.int64)
+    """int64 counts, float64 times, list cells as 'a;b;c' strings.
+
+    A column already int64 is kept as it is (no copy): its checked values
+    are integers below 2^40, equal to their float copies ``B``/``S``.
+    """
+    for col, v in (("batch_size", B), ("total_tokens", S)):
+        if out[col].dtype != np.int64:
+            out[col] = v.astype(np.int64)
     if "duration_ms" in out.columns:
         out["duration_ms"] = pd.to_numeric(out["duration_ms"]).astype(float)
     for col in ("step", "num_decode", "num_prefill"):
