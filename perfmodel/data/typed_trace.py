@@ -168,18 +168,40 @@ def typed_frame(names: list[str], plain: dict, lists: dict) -> pd.DataFrame:
     """The DataFrame of the typed reader: plain columns as numpy/str, lists compact."""
     import pyarrow as pa
 
+    pool = pa.default_memory_pool()
     cols = {}
     for c in names:
         if c in lists:
             cols[c] = _one_list_column(lists.pop(c))
         else:
-            ch = pa.chunked_array(plain.pop(c))
-            cols[c] = ch.to_pandas()
-            del ch
-    # the record batches are freed: hand their memory back (mimalloc/jemalloc keep it
-    # otherwise, and numpy's later allocations cannot reuse it)
-    pa.default_memory_pool().release_unused()
+            chunks = plain.pop(c)
+            numeric = all((pa.types.is_integer(ch.type) or pa.types.is_floating(ch.type))
+                          and not ch.null_count for ch in chunks)
+            if numeric and chunks:
+                cols[c] = _one_numpy_column(chunks)
+            else:
+                ch = pa.chunked_array(chunks)
+                cols[c] = ch.to_pandas()
+                del ch
+            del chunks
+        pool.release_unused()  # this column's batches: back to the system before the next
     return pd.DataFrame(cols, copy=False)
+
+
+def _one_numpy_column(chunks: list) -> np.ndarray:
+    """Batches of one numeric type without nulls as one numpy array, each dropped once copied.
+
+    The array is numpy's, not the Arrow pool's: once the batches are gone
+    the pool holds (almost) nothing and hands its memory back.
+    """
+    out = np.empty(sum(len(ch) for ch in chunks), chunks[0].type.to_pandas_dtype())
+    at = 0
+    while chunks:
+        ch = chunks.pop(0)
+        out[at:at + len(ch)] = ch.to_numpy()
+        at += len(ch)
+        del ch
+    return out
 
 
 def _one_list_column(chunks: list) -> pd.Series:
