@@ -234,7 +234,7 @@ def check_structure(df: pd.DataFrame, where: str, require_duration: bool):
         raise InputError(f"{where}: {e}") from None
     if len(df) == 0:
         raise InputError(f"{where} is empty: no data rows (columns present: {present})")
-    out = df.copy()
+    out = df.copy(deep=False)  # copy-on-write (pandas >= 3): df's data is never written
     out.columns = present
     out = out.rename(columns=amap)
     required = [c for c in REQUIRED_COLUMNS if require_duration or c != "duration_ms"]
@@ -352,12 +352,13 @@ def check_list_columns(out: pd.DataFrame, problems: list[Problem], B, S, okB, ok
             problems.append(Problem(col, "cells that are not integers joined by ';'", L.bad))
         ok = L.ok
         if ok.any() and len(L.flat):
-            flat = L.flat.astype(float)
-            if (m := ok & (row_reduce(np.abs(flat), L.counts, "max") > MAX_COUNT)).any():
-                first = int(L.flat[np.abs(flat) > MAX_COUNT][0])
+            # per-row extremes in the items' own type: no full-size float/abs copy of the items
+            lo = row_reduce(L.flat, L.counts, "min")
+            hi = row_reduce(L.flat, L.counts, "max")
+            if (m := ok & ((hi > MAX_COUNT) | (lo < -MAX_COUNT))).any():
+                first = int(L.flat[(L.flat > MAX_COUNT) | (L.flat < -MAX_COUNT)][0])
                 problems.append(Problem(col, f"items beyond the maximum {MAX_COUNT} (2^40) of "
                                               f"an integer column, e.g. {first}", m))
-            lo = row_reduce(L.flat, L.counts, "min")
             if col == "chunk_sizes":
                 if (m := ok & (lo < 1)).any():
                     problems.append(Problem(col, "a chunk size < 1 (each scheduled request "

@@ -116,17 +116,21 @@ def _blockwise_features(chunks, contexts, counts, counts_keys: bool) -> dict[str
     if chunks.size <= FEATURE_BLOCK:
         return request_features(chunks, contexts, counts, counts_keys=counts_keys)
     ends = np.cumsum(counts)
-    parts: list[dict[str, np.ndarray]] = []
+    out: dict[str, np.ndarray] = {}
     row = 0
     while row < counts.size:
         first = 0 if row == 0 else int(ends[row - 1])
         stop = int(np.searchsorted(ends, first + FEATURE_BLOCK, side="right"))
         stop = max(stop, row + 1)
         last = int(ends[stop - 1])
-        parts.append(request_features(chunks[first:last], contexts[first:last],
-                                      counts[row:stop], counts_keys=counts_keys))
+        part = request_features(chunks[first:last], contexts[first:last],
+                                counts[row:stop], counts_keys=counts_keys)
+        for k, v in part.items():  # written into the result: no second copy to concatenate
+            if k not in out:
+                out[k] = np.empty(counts.size, dtype=v.dtype)
+            out[k][row:stop] = v
         row = stop
-    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    return out
 
 
 def time_order(df) -> np.ndarray:

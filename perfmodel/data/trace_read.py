@@ -133,6 +133,10 @@ def read_trace(path, *, drop_invalid: bool = False, require_duration: bool = Tru
     out = validate_trace(df, drop_invalid=drop_invalid, source=p,
                          require_duration=require_duration, allow_degenerate=allow_degenerate)
     del df
+    if reader == "typed":  # Arrow's allocator keeps what validation freed: hand it back
+        import pyarrow as pa
+
+        pa.default_memory_pool().release_unused()
     if lists == "arrow" and reader == "general":
         for col in LIST_COLUMNS:
             if col in out.columns and not is_arrow_list(out[col]):

@@ -38,16 +38,19 @@ __all__ = ["validate_trace"]
 
 
 def _canonical_types(out: pd.DataFrame, B, S, lists: dict[str, ListCells]) -> pd.DataFrame:
-    """int64 counts, float64 times, list cells as 'a;b;c' strings."""
-    out["batch_size"] = B.astype(np.int64)
-    out["total_tokens"] = S.astype(np.int64)
-    if "duration_ms" in out.columns:
-        out["duration_ms"] = pd.to_numeric(out["duration_ms"]).astype(float)
-    for col in ("step", "num_decode", "num_prefill"):
-        if col in out.columns:
-            out[col] = pd.to_numeric(out[col]).astype(np.int64)
-    if "timestamp" in out.columns:
-        out["timestamp"] = pd.to_numeric(out["timestamp"]).astype(float)
+    """int64 counts, float64 times, list cells as 'a;b;c' strings.
+
+    A column already of its type is kept as it is (no copy): checked
+    int64 counts are integers below 2^40, equal to their float copies
+    ``B``/``S``.
+    """
+    for col, v in (("batch_size", B), ("total_tokens", S)):
+        if out[col].dtype != np.int64:
+            out[col] = v.astype(np.int64)
+    for col, dtype in (("duration_ms", np.float64), ("timestamp", np.float64),
+                       ("step", np.int64), ("num_decode", np.int64), ("num_prefill", np.int64)):
+        if col in out.columns and out[col].dtype != dtype:  # a column of that type: no copy
+            out[col] = pd.to_numeric(out[col]).astype(dtype)
     for col, L in lists.items():
         if L.strings is not None:
             out[col] = out[col].astype(str)

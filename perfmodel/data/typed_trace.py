@@ -167,27 +167,75 @@ def list_names(p: Path, fmt: str, is_list: Callable[[str], bool]) -> list[str]:
 def typed_frame(names: list[str], plain: dict, lists: dict) -> pd.DataFrame:
     """The DataFrame of the typed reader: plain columns as numpy/str, lists compact."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
+    pool = pa.default_memory_pool()
     cols = {}
     for c in names:
         if c in lists:
-            chunks = lists.pop(c)  # each batch in its own smallest type: widen to the widest
-            widest = max((ch.type.value_type.bit_width for ch in chunks), default=16)
-            t = pa.list_(getattr(pa, f"int{widest}")())
-            typed = []
-            while chunks:
-                ch = chunks.pop(0)
-                typed.append(ch if ch.type == t else pc.cast(ch, t))
-            # one chunk: its items then reach numpy without a copy (arrow_list_parts)
-            one = pa.concat_arrays(typed) if typed else pa.array([], t)
-            del typed
-            cols[c] = pd.Series(pd.arrays.ArrowExtensionArray(pa.chunked_array([one], t)))
+            cols[c] = _one_list_column(lists.pop(c))
         else:
-            ch = pa.chunked_array(plain.pop(c))
-            cols[c] = ch.to_pandas()
-            del ch
+            chunks = plain.pop(c)
+            numeric = all((pa.types.is_integer(ch.type) or pa.types.is_floating(ch.type))
+                          and not ch.null_count for ch in chunks)
+            if numeric and chunks:
+                cols[c] = _one_numpy_column(chunks)
+            else:
+                ch = pa.chunked_array(chunks)
+                cols[c] = ch.to_pandas()
+                del ch
+            del chunks
+        pool.release_unused()  # this column's batches: back to the system before the next
     return pd.DataFrame(cols, copy=False)
+
+
+def _one_numpy_column(chunks: list) -> np.ndarray:
+    """Batches of one numeric type without nulls as one numpy array, each dropped once copied.
+
+    The array is numpy's, not the Arrow pool's: once the batches are gone
+    the pool holds (almost) nothing and hands its memory back.
+    """
+    out = np.empty(sum(len(ch) for ch in chunks), chunks[0].type.to_pandas_dtype())
+    at = 0
+    while chunks:
+        ch = chunks.pop(0)
+        out[at:at + len(ch)] = ch.to_numpy()
+        at += len(ch)
+        del ch
+    return out
+
+
+def _one_list_column(chunks: list) -> pd.Series:
+    """Batches of ``list<intN>`` as one Arrow list column in the widest of their item types.
+
+    The items and offsets are copied into numpy arrays of the final size,
+    one batch at a time, each batch dropped once copied, and handed to Arrow
+    without a further copy: the column never exists twice in memory (a
+    concatenation would hold every batch and the result).  One chunk: its
+    items then reach numpy without a copy (:func:`arrow_list_parts`).
+    """
+    import pyarrow as pa
+
+    widest = max((ch.type.value_type.bit_width for ch in chunks), default=16)
+    dtype = np.dtype(f"int{widest}")
+    t = pa.list_(pa.from_numpy_dtype(dtype))
+    n_rows = sum(len(ch) for ch in chunks)
+    n_items = sum(len(ch.values) for ch in chunks)
+    if n_items >= 2**31:  # beyond 32-bit list offsets: the general reader takes the file
+        raise NotCanonical
+    items = np.empty(n_items, dtype)
+    offsets = np.empty(n_rows + 1, np.int32)
+    offsets[0] = 0
+    row = item = 0
+    while chunks:
+        ch = chunks.pop(0)
+        off = ch.offsets.to_numpy()
+        k = int(off[-1] - off[0])
+        items[item:item + k] = ch.values.to_numpy()[off[0]:off[-1]]
+        offsets[row + 1:row + 1 + len(ch)] = off[1:] - off[0] + item
+        row, item = row + len(ch), item + k
+        del ch, off
+    arr = pa.ListArray.from_arrays(pa.array(offsets), pa.array(items))
+    return pd.Series(pd.arrays.ArrowExtensionArray(pa.chunked_array([arr], t)))
 
 
 def is_arrow_list(series) -> bool:

@@ -30,7 +30,7 @@ import pandas as pd
 
 from perfmodel._checks import rows_text as _rows
 from perfmodel.data.trace import check_step_columns as _check_trace
-from perfmodel.data.trace import parse_list_column
+from perfmodel.data.trace_lists import parse_list_cells
 from perfmodel.errors import InputError
 from perfmodel.stats.splits import (
     Split,
@@ -140,26 +140,143 @@ def _layout(df: pd.DataFrame, time_ordered: Any) -> _Layout:
 
 
 def _schedule_key(df: pd.DataFrame) -> np.ndarray:
-    """Code of each step's schedule: B, S and the multiset of (chunk, context) pairs."""
-    base = (df["batch_size"].astype("int64").astype(str) + "|"
-            + df["total_tokens"].astype("int64").astype(str)).to_numpy(dtype=object)
+    """Code of each step's schedule: B, S and the multiset of (chunk, context) pairs.
+
+    Two steps get the same code exactly when they have equal ``batch_size``
+    and ``total_tokens`` and, where ``chunk_sizes``/``context_lens`` are
+    present, the same multiset of per-request (chunk, context) pairs
+    (requests in any order are the same step); a row whose cells do not
+    parse as lists of integers of one length matches only rows whose cells
+    read the same as written.  Codes are numbered 0, 1, ... in order of
+    first row.  Vectorised (:func:`_pair_rows_key`): no per-row Python.
+    Verified to give the codes of a plain per-row implementation (kept in
+    ``tests/stats/test_folds.py``) on random traces and the committed ones.
+    """
+    B = df["batch_size"].to_numpy(dtype=np.int64)
+    S = df["total_tokens"].to_numpy(dtype=np.int64)
     cols = [c for c in ("chunk_sizes", "context_lens") if c in df.columns]
+    parts = [B, S]
     if cols:
-        lists = [parse_list_column(df[c]) for c in cols]
-        # per row: (items, ok) -- items split from the flat array by the row counts
-        parsed = [(np.split(lc.flat, np.cumsum(lc.counts)[:-1]), lc.ok) for lc in lists]
-        key = np.empty(len(df), dtype=object)
-        for i in range(len(df)):
-            parts = [p[0][i] for p in parsed]
-            ok = all(p[1][i] for p in parsed) and len({a.size for a in parts}) == 1
-            if ok:  # requests in any order are the same step
-                srt = np.lexsort(parts[::-1])
-                tail = ";".join(",".join(map(str, a[srt].tolist())) for a in parts)
-            else:  # unparsable cells: identical only as written
-                tail = "raw:" + "|".join(str(df[c].iat[i]) for c in cols)
-            key[i] = base[i] + "|" + tail
-        base = key
-    return pd.factorize(base)[0].astype(np.int64)
+        lists = [parse_list_cells(df[c]) for c in cols]
+        ok = np.logical_and.reduce([L.ok for L in lists])
+        if len(lists) == 2:
+            ok &= lists[0].counts == lists[1].counts
+        parts += _pair_rows_key(lists, ok)
+        if not ok.all():  # unparsable cells: identical only as written
+            raw = np.zeros(len(df), np.int64)
+            bad = np.flatnonzero(~ok)
+            cells = zip(*(df[c].iloc[bad] for c in cols))
+            text = ["|".join(map(str, row)) for row in cells]  # as written (rare rows)
+            raw[bad] = pd.factorize(np.array(text, dtype=object))[0] + 1
+            parts.append(raw)
+    return _ngroups(parts)
+
+
+def _ngroups(parts: list[np.ndarray]) -> np.ndarray:
+    """Code of each row's tuple of integer ``parts``, numbered in order of first row."""
+    frame = pd.DataFrame({i: p for i, p in enumerate(parts)}, copy=False)
+    return frame.groupby(list(frame.columns), sort=False).ngroup().to_numpy(dtype=np.int64)
+
+
+#: rows per block of :func:`_pair_rows_key` (bounds its temporaries to a block's requests)
+_KEY_BLOCK = 1 << 16
+
+
+def _item_coder(flats: list[np.ndarray]):
+    """Dense codes of request item tuples: ``(code(a, b), ncodes)``.
+
+    ``code(a, b)`` gives int64 codes of the requests ``a:b`` of the flat
+    arrays; two requests get one code exactly when their tuples are equal.
+    Items of small range (every product of ranges below 2^40) are coded
+    arithmetically, value less the minimum in mixed radix, one block at a
+    time; others through :func:`pandas.factorize` over all requests.
+    """
+    los, spans = [], []
+    for f in flats:
+        lo = int(f.min()) if f.size else 0
+        los.append(lo)
+        spans.append(int(f.max()) - lo + 1 if f.size else 1)
+    if int(np.prod(spans, dtype=object)) < 2**40:
+        def code(a, b):
+            c = np.zeros(b - a, np.int64)
+            for f, lo, span in zip(flats, los, spans):
+                c *= span
+                c += f[a:b]
+                c -= lo
+            return c
+        return code, int(np.prod(spans, dtype=object))
+    whole, ncode = np.zeros(flats[0].size, np.int64), 1
+    for f in flats:
+        c, uniq = pd.factorize(f)
+        whole = pd.factorize(whole * max(len(uniq), 1) + c)[0].astype(np.int64)
+        ncode = int(whole.max()) + 1 if whole.size else 1
+    return (lambda a, b: whole[a:b]), ncode
+
+
+def _pair_rows_key(lists: list, ok: np.ndarray) -> list[np.ndarray]:
+    """Per row ``(items, h, exact)``: equal for rows with equal multisets of item tuples.
+
+    ``lists`` are parsed list columns (:func:`parse_list_cells`) of equal
+    counts on the ``ok`` rows; other rows get ``(-1, 0, 0)``.  The tuples
+    of a row's requests are coded densely (:func:`_item_coder`), sorted
+    within the row and hashed per row (splitmix64 of code and position,
+    summed), in blocks of :data:`_KEY_BLOCK` rows.  Rows with equal
+    ``(items, h)`` are then compared item by item with the first such row;
+    ``exact`` splits any hash collision, so the key is exact, never
+    probabilistic.
+    """
+    n = ok.size
+    flats = []
+    for L in lists:  # the items of the ok rows only
+        f = L.flat
+        if not ok[L.ok].all():
+            f = f[np.repeat(ok[L.ok], L.counts[L.ok])]
+        flats.append(f)
+    code, ncode = _item_coder(flats)
+    counts = np.where(ok, lists[0].counts, 0)
+    off = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=off[1:])
+    srt = np.empty(int(off[-1]), np.int32 if ncode < 2**31 else np.int64)
+    rowhash = np.zeros(n, np.int64)
+    for r0 in range(0, n, _KEY_BLOCK):
+        r1 = min(n, r0 + _KEY_BLOCK)
+        a, b = int(off[r0]), int(off[r1])
+        row = np.repeat(np.arange(r1 - r0, dtype=np.int64), counts[r0:r1])
+        key = row * ncode + code(a, b)
+        key.sort()
+        key -= row * ncode  # codes sorted within each row
+        srt[a:b] = key
+        pos = np.arange(b - a, dtype=np.int64) - (off[r0:r1] - a)[row]
+        with np.errstate(over="ignore"):
+            h = _splitmix(key.astype(np.uint64) * np.uint64(0x100000001B3) + pos.astype(np.uint64))
+        cs = np.zeros(h.size + 1, np.uint64)
+        np.cumsum(h, out=cs[1:])
+        rowhash[r0:r1] = (cs[off[r0 + 1:r1 + 1] - a] - cs[off[r0:r1] - a]).view(np.int64)
+    items = np.where(ok, counts, -1)
+    first = _ngroups([items, rowhash])
+    top = np.maximum.accumulate(first)  # groups are numbered in order of first row
+    rep = np.flatnonzero(np.r_[True, top[1:] > top[:-1]])  # first row of each (items, hash)
+    exact = np.zeros(n, np.int64)
+    for r0 in range(0, n, _KEY_BLOCK):  # every row against its group's first row
+        r1 = min(n, r0 + _KEY_BLOCK)
+        a, b = int(off[r0]), int(off[r1])
+        row = np.repeat(np.arange(r0, r1, dtype=np.int64), counts[r0:r1])
+        other = np.arange(a, b, dtype=np.int64) - off[row] + off[rep[first[row]]]
+        differ = np.unique(first[row[srt[a:b] != srt[other]]])
+        for g in differ:  # a hash collision: tell the rows apart by their bytes
+            rows = np.flatnonzero(first == g)
+            keys = np.array([srt[off[r]:off[r + 1]].tobytes() for r in rows], dtype=object)
+            exact[rows] = pd.factorize(keys)[0]
+    return [items, rowhash, exact]
+
+
+def _splitmix(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser of uint64 values (wrapping arithmetic)."""
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
 
 
 def _components(keys: list[np.ndarray], n: int) -> np.ndarray:

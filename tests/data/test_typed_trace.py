@@ -138,3 +138,21 @@ def test_row_reduce_integer_sums_in_blocks_equal_one_pass(monkeypatch):
     np.testing.assert_array_equal(row_reduce(vals, counts, "sum"), whole)
     rows = np.repeat(np.arange(counts.size), counts)
     np.testing.assert_array_equal(whole, np.bincount(rows, weights=vals, minlength=counts.size))
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_typed_read_in_small_batches_equals_the_general_read_with_the_same_dtypes(
+        trace_csv, tmp_path, monkeypatch, fmt):
+    """Columns assembled batch by batch (numpy columns, one Arrow list column) as one read."""
+    path = trace_csv
+    if fmt == "parquet":
+        path = TT.write_parquet(T.read_trace(trace_csv), tmp_path / "t.parquet")
+    whole = T.read_trace(path, lists="arrow")
+    monkeypatch.setattr(TT, "BATCH_ROWS", 7)  # 600 rows: 86 batches, the last one short
+    small = T.read_trace(path, lists="arrow")
+    assert small.attrs["reader"] == "typed"
+    assert list(small.dtypes.astype(str)) == list(whole.dtypes.astype(str))
+    _same_values(small, whole)
+    _same_values(small, T.read_trace(trace_csv))
+    arr = small["chunk_sizes"].array.__arrow_array__()
+    assert arr.num_chunks == 1  # one chunk: its items reach numpy without a copy

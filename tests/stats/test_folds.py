@@ -305,3 +305,101 @@ def test_decorrelation_lag_equals_statsmodels_acf_and_fits_the_default_block():
         fo.decorrelation_lag(df.assign(duration_ms=1.0))
 
 
+
+
+def _schedule_key_reference(df):
+    """The former per-row implementation of ``folds._schedule_key``, kept as the reference."""
+    from perfmodel.data.trace import parse_list_column
+
+    base = (df["batch_size"].astype("int64").astype(str) + "|"
+            + df["total_tokens"].astype("int64").astype(str)).to_numpy(dtype=object)
+    cols = [c for c in ("chunk_sizes", "context_lens") if c in df.columns]
+    if cols:
+        lists = [parse_list_column(df[c]) for c in cols]
+        parsed = [(np.split(lc.flat, np.cumsum(lc.counts)[:-1]), lc.ok) for lc in lists]
+        key = np.empty(len(df), dtype=object)
+        for i in range(len(df)):
+            parts = [p[0][i] for p in parsed]
+            ok = all(p[1][i] for p in parsed) and len({a.size for a in parts}) == 1
+            if ok:
+                srt = np.lexsort(parts[::-1])
+                tail = ";".join(",".join(map(str, a[srt].tolist())) for a in parts)
+            else:
+                tail = "raw:" + "|".join(str(df[c].iat[i]) for c in cols)
+            key[i] = base[i] + "|" + tail
+        base = key
+    return pd.factorize(base)[0].astype(np.int64)
+
+
+def _messy_lists(data, n):
+    """Cells in random order with repeats, some unparsable or of unequal length."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    pool_c = [[1], [2], [1, 2], [2, 1], [1, 1, 2], [3, 1], [5, 5], []]
+    pool_x = [[0], [7], [0, 7], [7, 0], [0, 0, 7], [7, 1], [9, 9], []]
+    cs, xs = [], []
+    for _ in range(n):
+        i = rng.integers(len(pool_c))
+        j = i if rng.random() < 0.8 else rng.integers(len(pool_x))
+        c, x = list(pool_c[i]), list(pool_x[j])
+        perm = rng.permutation(len(c))
+        if len(c) == len(x):
+            c, x = [c[p] for p in perm], [x[p] for p in perm]
+        cs.append(";".join(map(str, c)) if rng.random() > 0.05 else "oops")
+        xs.append(";".join(map(str, x)) if rng.random() > 0.05 else None)
+    return cs, xs
+
+
+@given(data=st.data(), n=st.integers(1, 60), which=st.sampled_from(["both", "chunk", "none"]))
+@settings(max_examples=150, deadline=None)
+def test_schedule_key_equals_the_per_row_reference(data, n, which):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="rng"))
+    cs, xs = _messy_lists(data, n)
+    df = pd.DataFrame({"batch_size": rng.integers(1, 3, n), "total_tokens": rng.integers(2, 4, n)})
+    if which != "none":
+        df["chunk_sizes"] = pd.Series(cs, dtype=object)
+    if which == "both":
+        df["context_lens"] = pd.Series(xs, dtype=object)
+    np.testing.assert_array_equal(fo._schedule_key(df), _schedule_key_reference(df))
+
+
+def test_schedule_key_splits_a_hash_collision(monkeypatch):
+    """Rows whose hashes agree but whose requests differ still get different codes."""
+    df = pd.DataFrame({"batch_size": [2, 2, 2, 2], "total_tokens": [2, 2, 2, 2],
+                       "chunk_sizes": ["1;1", "1;1", "1;1", "1;1"],
+                       "context_lens": ["3;4", "5;6", "4;3", "6;5"]})
+    monkeypatch.setattr(fo, "_splitmix", lambda x: np.zeros_like(x))  # every hash collides
+    np.testing.assert_array_equal(fo._schedule_key(df), [0, 1, 0, 1])
+    np.testing.assert_array_equal(fo._schedule_key(df), _schedule_key_reference(df))
+
+
+def _committed_traces():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "data"
+    paths = sorted(root.glob("vllm-cpu/*/*.csv")) + [root / "gpu" / "trace.csv"]
+    paths += sorted((root / "example").glob("*.csv"))
+    return [p for p in paths if p.exists()]
+
+
+@pytest.mark.parametrize("lists", ["text", "arrow"])
+def test_schedule_key_and_folds_equal_the_reference_on_committed_traces(lists, monkeypatch):
+    from perfmodel.data.trace import read_trace
+
+    paths = _committed_traces()
+    if not paths:
+        pytest.skip("no committed trace under data/ in this checkout")
+    checked = 0
+    for p in paths:
+        try:
+            df = read_trace(p, lists=lists, require_duration=False, allow_degenerate=True)
+        except InputError:  # not a step trace (e.g. a calibration table)
+            continue
+        new = fo._schedule_key(df)
+        np.testing.assert_array_equal(new, _schedule_key_reference(df), err_msg=str(p))
+        g_new = fo.fold_groups(df)
+        with monkeypatch.context() as m:
+            m.setattr(fo, "_schedule_key", _schedule_key_reference)
+            g_ref = fo.fold_groups(df)
+        np.testing.assert_array_equal(g_new, g_ref, err_msg=str(p))
+        checked += 1
+    assert checked >= 3
