@@ -237,6 +237,28 @@ def is_leak_free(report: pd.DataFrame) -> bool:
     return bool((report[["config", "schedule", "time"]].to_numpy() == 0).all())
 
 
+def _paired_errors(x, y, clusters, names, n_boot, level):
+    """Two per-step error vectors and their cluster labels, checked (shared by
+    :func:`ratio_interval` and :func:`paired_difference`).
+
+    Returns ``(x, y, ok, codes, n_boot)``: the vectors as float arrays, the
+    rows where both are finite, each such row's cluster code (``None`` when
+    there is no such row) and the checked ``n_boot``.
+    """
+    a = np.asarray(x, float).ravel()
+    b = np.asarray(y, float).ravel()
+    c = np.asarray(clusters).ravel()
+    if not (a.size == b.size == c.size):
+        raise InputError(f"{names[0]}, {names[1]} and clusters differ in length "
+                         f"({a.size}, {b.size}, {c.size})")
+    n_boot = check_int_range("`n_boot`", n_boot, 1)
+    if not isinstance(level, float) or not 0 < level < 1:
+        raise InputError(f"`level` must be a float in (0, 1), got {level!r}")
+    ok = np.isfinite(a) & np.isfinite(b)
+    codes = pd.factorize(pd.Series(c[ok]).astype(str))[0] if ok.any() else None
+    return a, b, ok, codes, n_boot
+
+
 def ratio_interval(model_err: Any, floor_err: Any, clusters: Any, *, n_boot: int = 1000,
                    level: float = 0.9, seed: int = 0) -> tuple[float, float, float]:
     """Model/floor MAPE ratio with a cluster-bootstrap percentile interval.
@@ -266,19 +288,10 @@ def ratio_interval(model_err: Any, floor_err: Any, clusters: Any, *, n_boot: int
         NaN when no row has both errors. Verified against a direct resampling
         loop and on clustered synthetic errors (tests).
     """
-    m = np.asarray(model_err, float).ravel()
-    f = np.asarray(floor_err, float).ravel()
-    c = np.asarray(clusters).ravel()
-    if not (m.size == f.size == c.size):
-        raise InputError(f"model_err, floor_err and clusters differ in length "
-                         f"({m.size}, {f.size}, {c.size})")
-    n_boot = check_int_range("`n_boot`", n_boot, 1)
-    if not isinstance(level, float) or not 0 < level < 1:
-        raise InputError(f"`level` must be a float in (0, 1), got {level!r}")
-    ok = np.isfinite(m) & np.isfinite(f)
-    if not ok.any() or f[ok].sum() <= 0:
+    m, f, ok, codes, n_boot = _paired_errors(model_err, floor_err, clusters,
+                                             ("model_err", "floor_err"), n_boot, level)
+    if codes is None or f[ok].sum() <= 0:
         return (float("nan"),) * 3
-    codes = pd.factorize(pd.Series(c[ok]).astype(str))[0]
     nc = int(codes.max()) + 1
     sm = np.bincount(codes, weights=m[ok], minlength=nc)
     sf = np.bincount(codes, weights=f[ok], minlength=nc)
@@ -373,19 +386,10 @@ def paired_difference(err: Any, ref_err: Any, clusters: Any, *, n_boot: int = 10
         positively correlated errors, where the paired interval is narrower
         than the unpaired one (tests).
     """
-    e = np.asarray(err, float).ravel()
-    r = np.asarray(ref_err, float).ravel()
-    c = np.asarray(clusters).ravel()
-    if not (e.size == r.size == c.size):
-        raise InputError(f"err, ref_err and clusters differ in length "
-                         f"({e.size}, {r.size}, {c.size})")
-    n_boot = check_int_range("`n_boot`", n_boot, 1)
-    if not isinstance(level, float) or not 0 < level < 1:
-        raise InputError(f"`level` must be a float in (0, 1), got {level!r}")
-    ok = np.isfinite(e) & np.isfinite(r)
-    if not ok.any():
+    e, r, ok, codes, n_boot = _paired_errors(err, ref_err, clusters, ("err", "ref_err"),
+                                             n_boot, level)
+    if codes is None:
         return (float("nan"),) * 4
-    codes = pd.factorize(pd.Series(c[ok]).astype(str))[0]
     nc = int(codes.max()) + 1
     n_c = np.bincount(codes, minlength=nc).astype(float)
     se = np.bincount(codes, weights=e[ok], minlength=nc)
