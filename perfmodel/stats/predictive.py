@@ -120,8 +120,12 @@ class Band:
 _FIT_ATTRS = ("model", "values", "cov", "rss", "dof", "options", "param_names")
 
 
+def _missing_fit_attrs(fit) -> list[str]:
+    return [a for a in _FIT_ATTRS if not hasattr(fit, a)]
+
+
 def _check_fit(fit) -> None:
-    missing = [a for a in _FIT_ATTRS if not hasattr(fit, a)]
+    missing = _missing_fit_attrs(fit)
     if missing:
         raise InputError(f"a predictive distribution needs a FitResult (missing {missing}); "
                          f"got {type(fit).__name__}")
@@ -452,11 +456,15 @@ class MeanStepTime:
     """
 
     def __init__(self, fit):
-        _check_fit(fit)
-        if isinstance(fit, MeanStepTime):
-            fit = fit.fit
+        fit = fit.fit if isinstance(fit, MeanStepTime) else fit
+        missing = _missing_fit_attrs(fit)
+        if missing:
+            raise InputError(f"a mean step time needs a FitResult (missing {missing}); "
+                             f"got {type(fit).__name__}")
         self.fit = fit
-        sd = math.sqrt(float(fit.rss) / int(fit.dof)) if int(fit.dof) > 0 else 0.0
+        dof = int(fit.dof)
+        # no residual degrees of freedom: no variance to correct for, the mean is the median
+        sd = math.sqrt(float(fit.rss) / dof) if dof > 0 else 0.0
         self.factor = float(scale_of(fit).mean(np.array([1.0]), np.array([sd]))[0])
 
     def predict(self, feats) -> np.ndarray:
@@ -477,8 +485,6 @@ def mean_step_model(model):
     baseline, a lookup table, a test's constant step) is used as it is, since
     nothing says what its prediction is the median of.
     """
-    if isinstance(model, MeanStepTime):
+    if isinstance(model, MeanStepTime) or _missing_fit_attrs(model):
         return model
-    if all(hasattr(model, a) for a in ("rss", "dof", "options", "values")):
-        return MeanStepTime(model)
-    return model
+    return MeanStepTime(model)

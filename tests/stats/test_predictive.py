@@ -247,3 +247,15 @@ def test_simulated_steps_last_the_mean_step_time(fits):
                                f * log_fit.predict({"B": steps["batch_size"].to_numpy(float),
                                                     "S": steps["total_tokens"].to_numpy(float)}),
                                rtol=1e-12)
+
+
+def test_mean_step_time_without_residual_dof_is_the_median(fits):
+    from types import SimpleNamespace
+
+    from perfmodel.stats.predictive import MeanStepTime, mean_step_model
+
+    f = fits["log"]
+    exact = SimpleNamespace(model=f.model, values=f.values, cov=f.cov, rss=0.0, dof=0,
+                            options=f.options, param_names=f.param_names, predict=f.predict)
+    m = mean_step_model(exact)  # a fit with no residual variance: nothing to correct
+    assert isinstance(m, MeanStepTime) and m.factor == 1.0

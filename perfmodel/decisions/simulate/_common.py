@@ -7,6 +7,7 @@ import numpy as np
 
 from perfmodel._checks import check_int_range
 from perfmodel.errors import InputError
+from perfmodel.stats.predictive import mean_step_model
 
 # ---------------------------------------------------------------------------
 # argument checks
@@ -34,6 +35,17 @@ def _check_model(model):
         raise InputError(f"model must have a .predict(features) method (e.g. a FitResult), "
                          f"got {type(model).__name__}")
     return model
+
+
+def _step_time_model(model, cfg):
+    """The model a simulated step is priced with (both engine loops use it).
+
+    Without step noise a step lasts the fit's *mean* step time
+    (:func:`perfmodel.stats.predictive.mean_step_model`): latencies and busy
+    times are sums of steps. With ``cfg.step_noise_sd`` the median times the
+    log-normal noise has that mean already, so the model is used as it is.
+    """
+    return mean_step_model(model) if cfg.step_noise_sd == 0 else model
 
 
 # ---------------------------------------------------------------------------

@@ -25,6 +25,7 @@ import numpy as np
 
 from perfmodel.data.features import request_features
 from perfmodel.decisions.simulate import loop as sched
+from perfmodel.decisions.simulate._common import _step_time_model
 from perfmodel.decisions.simulate.loop import (
     _BIG,
     _KEYS,
@@ -36,7 +37,6 @@ from perfmodel.decisions.simulate.loop import (
     _State,
 )
 from perfmodel.errors import InputError
-from perfmodel.stats.predictive import mean_step_model
 
 # ---------------------------------------------------------------------------
 # blocks of steps and the event loop
@@ -308,17 +308,14 @@ def _run(model, cfg, P, O, arrival=None, *, concurrency=None, seed=0, keep_steps
     """Simulate; return (state, step log rows, step start times, step model ms, step ms,
     arrival times in order).
 
-    Without step noise every step lasts the fit's *mean* step time
-    (:func:`perfmodel.stats.predictive.mean_step_model`): latencies and busy
-    times are sums of steps. With ``cfg.step_noise_sd`` the median times the
-    log-normal noise has that mean already.
+    Steps are priced with :func:`._common._step_time_model` (the fit's mean
+    step time without step noise).
 
     The returned arrival times are when requests became eligible for scheduling
     (send time plus ``cfg.request_intake_ms``); ``state.arrival`` keeps the send
     times of an open loop.
     """
-    if cfg.step_noise_sd == 0:
-        model = mean_step_model(model)
+    model = _step_time_model(model, cfg)
     loop = _Loop(model, cfg, P, O, np.full(P.size, np.nan) if arrival is None
                  else np.asarray(arrival, float), concurrency, seed, keep_steps)
     st, N = loop.st, P.size

@@ -17,10 +17,9 @@ from collections import deque
 import numpy as np
 
 from perfmodel.data.features import batch_features
-from perfmodel.decisions.simulate._common import _predict_one
+from perfmodel.decisions.simulate._common import _predict_one, _step_time_model
 from perfmodel.decisions.simulate.engine import EngineConfig
 from perfmodel.errors import InputError
-from perfmodel.stats.predictive import mean_step_model
 
 
 class _Req:
@@ -132,8 +131,7 @@ def _run_reference(model, requests: list[_Req], cfg: EngineConfig, *, closed: tu
     at the step end plus the response delay, and a closed-loop client sends
     the next request at that finish time.
     """
-    if cfg.step_noise_sd == 0:
-        model = mean_step_model(model)
+    model = _step_time_model(model, cfg)  # priced as in .events._run
     rng = np.random.default_rng(seed)
     pending = deque(sorted(requests, key=lambda r: (r.arrival, r.rid)))
     all_reqs = list(pending)
