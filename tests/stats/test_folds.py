@@ -429,3 +429,29 @@ def test_make_folds_with_runs_never_train_on_the_run_they_test():
         fo.make_folds(df, "blocked", k=4, runs=np.where(np.arange(n) < 5, None, runs))
     with pytest.raises(InputError, match="extrapolate"):
         fo.make_folds(df, "extrapolate", runs=runs)
+
+
+@given(data=st.data(), time_ordered=st.booleans(), block=st.integers(1, 8),
+       k=st.integers(2, 5), seed=st.integers(0, 2**32 - 1),
+       scheme=st.sampled_from(["grouped", "blocked", "expanding"]))
+@settings(max_examples=150, deadline=None)
+def test_make_folds_with_runs_are_the_plain_folds_divided_by_run(data, time_ordered, block, k,
+                                                                  seed, scheme):
+    df = _random_trace(data, time_ordered)
+    runs = df["replicate"].to_numpy()
+    try:
+        plain = fo.make_folds(df, scheme, k, seed, block=block)
+        split = fo.make_folds(df, scheme, k, seed, block=block, runs=runs)
+    except InputError as e:  # too few groups or runs, nothing left to train
+        assert any(w in str(e) for w in ("exceeds", "need more groups", "no training step",
+                                         "too short", ">= 2 runs", "run other than"))
+        return
+    expect = []
+    for tr, te in plain:
+        for r in np.unique(runs[te]):
+            expect.append((tr[runs[tr] != r], te[runs[te] == r]))
+    assert len(split) == len(expect)
+    for (tr, te), (etr, ete) in zip(sorted(split, key=lambda s: s[1][0]),
+                                    sorted(expect, key=lambda s: s[1][0])):
+        assert np.array_equal(tr, etr) and np.array_equal(te, ete)
+        assert len(set(runs[te])) == 1 and not set(runs[tr]) & set(runs[te])
