@@ -521,6 +521,8 @@ def make_folds(df: pd.DataFrame, scheme: str = "grouped", k: int = 5, seed: int 
     on the eight Splitwise (model, hardware, TP) groups, Sarathi and
     Vidur); the former ``grouped_kfold(default_groups(df))`` shuffled
     ``config`` names, so its folds differ even where the groups agree.
+    With ``runs``, the splits are checked to be exactly the scheme's splits
+    divided by run (property test) and never to hold a test run in training.
     """
     _check_trace(df, need_y=False)
     if scheme not in FOLD_SCHEMES:
