@@ -35,10 +35,26 @@ made on one run carries to another.  Regimes: ``all``; the phases of
 calibration's rule (predicted time in the bottom, middle or top third of the
 training steps' predicted times); ``pred>=10ms`` (predicted time >= 10 ms).
 
+``--across-runs`` measures the across-run calibration
+(``calibrate_intervals(..., run_column=)``, ``perfmodel fit A.csv B.csv``)
+before/after on the same training data: for each model folder of
+``--cpu-root`` the recommended model is fitted to ``mixed-r1`` + ``mixed-r2``
+(:func:`perfmodel.data.trace.read_runs`) and calibrated twice, within-run
+(the two files as one trace, as before) and across runs (every score from a
+refit on the other run); ``mixed-r3``, the closed-loop runs and the sweeps
+are predicted at each level.  With ``--gpu-root`` (a folder holding
+``run1/trace.csv`` and ``run2/trace.csv``, harness traces with a
+``replicate`` column = replicate within one run) it also fits ``run1`` and
+covers ``run2``: within-run, and across the ``replicate`` column of run1
+(the only runs run1 holds; nothing is tuned on these traces).  Regimes as
+in ``--transfer``, plus the calibration's length thirds; ``width`` is the
+median of ``(upper - lower) / predicted``.
+
 Usage::
 
     nice python scripts/interval_study.py [--only gpu vllm-cpu splitwise] [--out FILE]
     nice python scripts/interval_study.py --only none --transfer [--cpu-root DIR]
+    nice python scripts/interval_study.py --only none --across-runs [--gpu-root DIR]
 """
 from __future__ import annotations
 
@@ -179,6 +195,78 @@ def transfer(cpu_root: Path, starts: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _cover(dataset: str, calib: str, fit, test: pd.DataFrame, trace: str) -> list[dict]:
+    """Coverage and median width of the fit's stored interval on ``test``, per regime x level."""
+    from perfmodel.stats.intervals import conformal_interval, interval_regimes
+
+    cal = fit.interval_calibration
+    y, mu = test["duration_ms"].to_numpy(float), fit.predict(test)
+    phase, length = interval_regimes(test, mu, cal["regime_rule"]["length_thresholds_ms"])
+    masks = {"all": np.ones(len(y), bool)}
+    masks.update({p: phase == p for p in ("decode-only", "mixed", "prefill-heavy")})
+    masks.update({ln: length == ln for ln in ("short", "medium", "long")})
+    rows = []
+    for lv in LEVELS:
+        c = conformal_interval(fit, test, lv)
+        inside, width = (y >= c.lower) & (y <= c.upper), (c.upper - c.lower) / mu
+        for reg, m in masks.items():
+            if m.any():
+                cov = float(inside[m].mean())
+                rows.append({"dataset": dataset, "calibration": calib, "trace": trace,
+                             "regime": reg, "level": lv, "n": int(m.sum()),
+                             "coverage": round(cov, 3),
+                             "width": round(float(np.median(width[m])), 3),
+                             "within_3pt": abs(cov - lv) <= 0.03})
+    return rows
+
+
+def _fit_both(df: pd.DataFrame, run_column: str, starts: int):
+    """The recommended fit of ``df`` with a within-run and an across-run calibration."""
+    import copy
+
+    from perfmodel.core.fit import fit_model
+    from perfmodel.core.model import default_for
+    from perfmodel.stats.intervals import calibrate_intervals
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = fit_model(df, default_for(df), n_starts=starts)
+        out = {}
+        for calib, col in (("within-run", None), ("across-runs", run_column)):
+            f = copy.copy(fit)
+            f.interval_calibration = calibrate_intervals(fit, df, n_starts=min(starts, 4),
+                                                         run_column=col)
+            out[calib] = f
+    return out
+
+
+def across_runs(cpu_root: Path, gpu_root: Path | None, starts: int) -> pd.DataFrame:
+    """Before/after of the across-run calibration (module docstring, ``--across-runs``)."""
+    from perfmodel.data.trace import read_runs, read_trace
+
+    rows = []
+    for mdir in sorted(d for d in cpu_root.iterdir() if d.is_dir()):
+        train = [mdir / "mixed-r1.csv", mdir / "mixed-r2.csv"]
+        if not all(p.exists() for p in train):
+            continue
+        log(f"across-runs: {mdir.name}: fit mixed-r1 + mixed-r2, calibrate within / across")
+        fits = _fit_both(read_runs(train), "run", starts)
+        for path in sorted(mdir.glob("*.csv")):
+            if ".calib-" in path.name or path in train:
+                continue
+            test = read_trace(path)
+            for calib, fit in fits.items():
+                rows += _cover(mdir.name, calib, fit, test, path.stem)
+    if gpu_root is not None:
+        log(f"across-runs: {gpu_root}: fit run1, cover run2 (confirmation, nothing tuned)")
+        fits = _fit_both(read_trace(gpu_root / "run1" / "trace.csv"), "replicate", starts)
+        test = read_trace(gpu_root / "run2" / "trace.csv")
+        for calib, fit in fits.items():
+            label = calib if calib == "within-run" else "across-replicates"
+            rows += _cover(gpu_root.name, label, fit, test, "run2")
+    return pd.DataFrame(rows)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", default=None)
@@ -187,6 +275,11 @@ def main(argv=None) -> int:
     ap.add_argument("--transfer", action="store_true",
                     help="also fit on mixed-r1 of each --cpu-root model and cover its other traces")
     ap.add_argument("--cpu-root", default=str(ROOT / "data" / "vllm-cpu"))
+    ap.add_argument("--across-runs", action="store_true",
+                    help="fit mixed-r1 + mixed-r2, calibrate within-run and across runs, "
+                         "cover mixed-r3, the closed loop and the sweeps")
+    ap.add_argument("--gpu-root", default=None,
+                    help="with --across-runs: a folder with run1/trace.csv and run2/trace.csv")
     args = ap.parse_args(argv)
     tables = []
     for name, loads, scheme, timed in study_parts(args.only):
@@ -213,6 +306,15 @@ def main(argv=None) -> int:
             out = Path(args.out)
             atomic_write_text(out.with_name(out.stem + "-transfer.csv"),
                               tt.to_csv(index=False), force=True)
+    if args.across_runs:
+        ar = across_runs(Path(args.cpu_root), Path(args.gpu_root) if args.gpu_root else None,
+                         args.starts)
+        with pd.option_context("display.max_rows", None, "display.width", 200):
+            print(ar.to_string(index=False))
+        if args.out:
+            out = Path(args.out)
+            atomic_write_text(out.with_name(out.stem + "-across-runs.csv"),
+                              ar.to_csv(index=False), force=True)
     return 0
 
 

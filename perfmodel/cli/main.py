@@ -60,28 +60,31 @@ def resolve_model(name: str, df) -> str:
 def cmd_fit(args):
     from perfmodel._parallel import check_backend
     from perfmodel.core.fit import fit_model
-    from perfmodel.data.trace import read_trace, trace_sha256
+    from perfmodel.data.trace import trace_sha256
 
     check_int_range("--starts", args.starts, 1)
     if args.bootstrap:
         check_int_range("--bootstrap", args.bootstrap, 2)
     check_backend(args.backend, args.scheduler)
-    out = check_output(args.output, args.force, inputs=[args.trace])
-    df = read_trace(args.trace, drop_invalid=args.drop_invalid,
-                    allow_degenerate=args.allow_degenerate, lists="arrow")
+    out = check_output(args.output, args.force, inputs=args.trace)
+    df, run_column = _read_fit_traces(args)
     model = resolve_model(args.model, df)
     window = tuple(args.outlier_window) if args.outlier_window else None
     relative = "absolute" if args.absolute else args.relative
     res = fit_model(df, model, loss=args.loss, relative=relative, n_starts=args.starts,
                     seed=args.seed, outlier_window=window, scale=not args.no_scale,
                     allow_degenerate=args.allow_degenerate)
-    res.provenance["trace"] = str(args.trace)
-    res.provenance["trace_sha256"] = trace_sha256(args.trace)
+    if len(args.trace) == 1:
+        res.provenance["trace"] = str(args.trace[0])
+        res.provenance["trace_sha256"] = trace_sha256(args.trace[0])
+    else:
+        res.provenance["trace"] = [str(t) for t in args.trace]
+        res.provenance["trace_sha256"] = [trace_sha256(t) for t in args.trace]
     if df.attrs.get("alias_map"):
         res.provenance["alias_map"] = df.attrs["alias_map"]
     if df.attrs.get("dropped"):
         res.provenance["dropped_invalid_rows"] = len(df.attrs["dropped"])
-    _calibrate(args, res, df)
+    _calibrate(args, res, df, run_column)
     summary = res.summary()
     if args.bootstrap:
         from perfmodel.stats.uncertainty import attach_bootstrap, bootstrap
@@ -98,12 +101,43 @@ def cmd_fit(args):
         summary = res.summary()
         summary["bootstrap"] = res.provenance["bootstrap"]
     atomic_write_text(out, json.dumps(json_safe(summary), indent=2, allow_nan=False) + "\n",
-                      force=args.force, inputs=[args.trace])
+                      force=args.force, inputs=args.trace)
     emit(args, res.fit_report() + f"\n\nwrote {out}", summary)
     return 0
 
 
-def _calibrate(args, res, df) -> None:
+def _read_fit_traces(args):
+    """The trace(s) of ``perfmodel fit`` and the run column of an across-run calibration.
+
+    One trace: read as ever; several: one run each (:func:`read_runs`, column
+    ``run``).  ``--interval-calibration auto`` calibrates across runs when
+    runs are given (several traces, or ``--run-column``), within the run
+    otherwise; ``across-runs`` without two runs is bad input (exit 2).
+    """
+    from perfmodel.data.trace import RUN_COLUMN, read_runs, read_trace
+    from perfmodel.stats.intervals import run_labels
+
+    kw = {"drop_invalid": args.drop_invalid, "allow_degenerate": args.allow_degenerate,
+          "lists": "arrow"}
+    if len(args.trace) > 1:
+        if args.run_column is not None:
+            raise InputError("--run-column names a column of ONE trace; several traces are "
+                             f"one run each (column {RUN_COLUMN!r})")
+        df, column = read_runs(args.trace, **kw), RUN_COLUMN
+    else:
+        df, column = read_trace(args.trace[0], **kw), args.run_column
+    mode = args.interval_calibration
+    if mode == "across-runs" and column is None:
+        raise InputError("--interval-calibration across-runs needs several runs: give several "
+                         "traces (one run each) or --run-column COLUMN")
+    if mode == "within-run" or args.intervals != "conformal":
+        column = None
+    if column is not None:
+        run_labels(df, column)  # the column exists and holds >= 2 runs
+    return df, column
+
+
+def _calibrate(args, res, df, run_column=None) -> None:
     """``--intervals conformal``: store the held-out interval calibration in the fit."""
     if args.intervals != "conformal":
         return
@@ -111,7 +145,8 @@ def _calibrate(args, res, df) -> None:
 
     try:
         res.interval_calibration = calibrate_intervals(res, df, seed=args.seed,
-                                                       n_starts=min(args.starts, 4))
+                                                       n_starts=min(args.starts, 4),
+                                                       run_column=run_column)
     except PerfmodelError as e:
         print(f"perfmodel: warning: no interval calibration stored ({e}); "
               "predict --interval will use the model-based band", file=sys.stderr)
@@ -161,7 +196,8 @@ def cmd_predict(args):
         iv = prediction_interval(res, df, args.interval, method=args.interval_method)
         table["lower_ms"], table["upper_ms"] = iv.lower, iv.upper
         obj["interval"] = {"level": iv.level, "method": iv.method,
-                           "description": iv.description, "pools": iv.pools}
+                           "description": iv.description, "pools": iv.pools,
+                           **({"calibration": iv.calibration} if iv.calibration else {})}
         cols += ", lower_ms, upper_ms"
         print(f"perfmodel: interval {iv.level:g}: {iv.method}: {iv.description}",
               file=sys.stderr)
@@ -212,7 +248,9 @@ def _add_fit_parser(sub) -> None:
     from perfmodel.core.scale import SCALES
 
     f = sub.add_parser("fit", help="fit a latency model to a step trace")
-    f.add_argument("trace", help="step trace (CSV, Parquet or JSON Lines)")
+    f.add_argument("trace", nargs="+",
+                   help="step trace (CSV, Parquet or JSON Lines); several: one engine run "
+                        "each, fitted together, intervals calibrated across runs")
     _add_common(f, out=True)
     f.add_argument("--model", default=DEFAULT_MODEL, choices=["auto", *sorted(MODELS)],
                    help=f"model (default: auto = {RECOMMENDED['context']} when the trace has "
@@ -250,6 +288,14 @@ def _add_fit_interval_arguments(f) -> None:
                    help="store a held-out (cross-validated) Mondrian conformal calibration "
                         "of prediction intervals in FIT.json for predict --interval "
                         "(default: conformal; costs k = 5 refits)")
+    f.add_argument("--interval-calibration", default="auto",
+                   choices=["auto", "within-run", "across-runs"],
+                   help="across-runs: score every held-out step with refits on the OTHER "
+                        "runs, so the interval includes the run-to-run shift (needs several "
+                        "traces or --run-column); auto: across-runs when runs are given, "
+                        "else within-run (default auto)")
+    f.add_argument("--run-column", default=None, metavar="COLUMN",
+                   help="column of the trace naming each step's engine run (>= 2 runs)")
     f.add_argument("--ci-method", default="percentile", choices=["percentile", "bca"])
     f.add_argument("--jobs", type=int, default=1, help="parallel jobs for the bootstrap")
     add_backend_arguments(f)

@@ -49,6 +49,12 @@ The stored object (JSON, self-contained)
     the bounds are stored, only their meaning is recorded.
 ``clusters`` (optional)
     the column whose rows were one cluster (``'config'``), or ``'steps'``.
+``runs`` (optional)
+    which calibration made the scores: ``{'calibration': 'within-run',
+    'n_runs': 1}`` (folds inside the trace taken as one run; a calibration
+    without the key was made so) or ``{'calibration': 'across-runs',
+    'column': c, 'n_runs': m, 'labels': [...]}`` (every score from a refit on
+    the other runs of column ``c``, ``m >= 2``).
 
 Verification
 ------------
@@ -67,8 +73,8 @@ from typing import Any
 
 from perfmodel.errors import InputError
 
-__all__ = ["ALL", "KEY", "LENGTHS", "METHOD", "PHASES", "QUANTILE_RULES", "VERSION",
-           "check_interval_calibration", "pool_chain"]
+__all__ = ["ACROSS_RUNS", "ALL", "CALIBRATIONS", "KEY", "LENGTHS", "METHOD", "PHASES", "QUANTILE_RULES", "VERSION",
+           "WITHIN_RUN", "check_interval_calibration", "pool_chain"]
 
 #: the FIT.json key
 KEY = "interval_calibration"
@@ -84,6 +90,9 @@ PHASES = ("decode-only", "mixed", "prefill-heavy")
 LENGTHS = ("short", "medium", "long")
 #: the pool of every step
 ALL = "*|*"
+#: calibrations (optional key ``runs``): folds inside one run, or out-of-run folds
+WITHIN_RUN, ACROSS_RUNS = "within-run", "across-runs"
+CALIBRATIONS = (WITHIN_RUN, ACROSS_RUNS)
 
 _KEYS = ("version", "method", "scale", "levels", "regime_rule", "min_count", "pools", "folds")
 
@@ -184,4 +193,19 @@ def check_interval_calibration(obj: Any) -> dict:
                          f"got {obj['quantile_rule']!r}")
     if not isinstance(obj["folds"], Mapping):
         raise InputError(f"{KEY}.folds must be a JSON object")
+    _check_runs(obj.get("runs"))
     return dict(obj)
+
+
+def _check_runs(runs: Any) -> None:
+    """The optional ``runs`` key: within-run (1 run) or across-runs (a column, >= 2 runs)."""
+    if runs is None:
+        return
+    if not isinstance(runs, Mapping) or runs.get("calibration") not in CALIBRATIONS:
+        raise InputError(f"{KEY}.runs must be an object whose calibration is one of "
+                         f"{list(CALIBRATIONS)}")
+    n = runs.get("n_runs")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise InputError(f"{KEY}.runs.n_runs must be an integer >= 1, got {n!r}")
+    if runs["calibration"] == ACROSS_RUNS and (n < 2 or not isinstance(runs.get("column"), str)):
+        raise InputError(f"{KEY}.runs: an across-runs calibration needs a column and >= 2 runs")

@@ -33,7 +33,7 @@ from __future__ import annotations
 from perfmodel.data.trace_checks import check_degenerate, check_step_columns
 from perfmodel.data.trace_features import has_context, step_features, time_order
 from perfmodel.data.trace_lists import ListColumn, parse_int_list, parse_list_column
-from perfmodel.data.trace_read import read_trace, trace_sha256
+from perfmodel.data.trace_read import RUN_COLUMN, read_runs, read_trace, trace_sha256
 from perfmodel.data.trace_schema import (
     ALIASES,
     CANONICAL_COLUMNS,
@@ -59,7 +59,7 @@ __all__ = [  # noqa: RUF022 - grouped by home module, sorted within each group
     # trace_validate
     "validate_trace",
     # trace_read
-    "read_trace", "trace_sha256",
+    "RUN_COLUMN", "read_runs", "read_trace", "trace_sha256",
     # trace_features
     "has_context", "step_features", "time_order",
 ]

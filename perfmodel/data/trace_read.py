@@ -38,7 +38,10 @@ from perfmodel.data.typed_trace import (
 )
 from perfmodel.errors import InputError
 
-__all__ = ["read_trace", "trace_sha256"]
+__all__ = ["RUN_COLUMN", "read_runs", "read_trace", "trace_sha256"]
+
+#: the column :func:`read_runs` adds: the engine run (trace file) of each step
+RUN_COLUMN = "run"
 
 _COMPRESSION = (".gz", ".bz2", ".xz", ".zst", ".zip")
 _FORMATS = {
@@ -144,6 +147,65 @@ def read_trace(path, *, drop_invalid: bool = False, require_duration: bool = Tru
     out.attrs["sha256"] = trace_sha256(p)
     out.attrs["format"] = fmt
     out.attrs["reader"] = reader
+    return out
+
+
+def _run_names(paths: list[Path]) -> list[str]:
+    """A distinct short name per file: its stem, else ``parent/stem`` where stems repeat."""
+    names = [p.stem for p in paths]
+    if len(set(names)) < len(names):
+        names = [f"{p.parent.name}/{p.stem}" for p in paths]
+    if len(set(names)) < len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise InputError(f"two traces share the name {dup[0]!r}; give each run its own file name")
+    return names
+
+
+def read_runs(paths, **kwargs) -> pd.DataFrame:
+    """Read several trace files, each one engine run, into one trace with a run column.
+
+    Problem: intervals that must hold on a *new* run of an engine are
+    calibrated across runs (:func:`perfmodel.stats.intervals.calibrate_intervals`
+    with ``run_column``), which needs the steps of several runs told apart.
+
+    Each file is read with :func:`read_trace` (``kwargs``) and gets
+    :data:`RUN_COLUMN` = its file stem (``parent/stem`` where stems repeat).
+    The fold engine keeps time blocks inside one ``replicate``
+    (:func:`perfmodel.stats.folds.fold_groups`), so ``replicate`` becomes
+    ``<run>:<replicate>`` (just ``<run>`` for a file without it): the
+    replicates inside one file stay apart and no block spans two files.
+
+    Parameters
+    ----------
+    paths : sequence of >= 2 trace paths
+    **kwargs : passed to :func:`read_trace`
+
+    Returns
+    -------
+    pandas.DataFrame, files in the order given; ``attrs['runs']`` lists the
+    run names, ``attrs['sha256']`` the files' hashes, ``attrs['dropped']`` the
+    rows dropped by ``drop_invalid`` in all files.
+
+    Verified in ``tests/data/test_trace_read.py`` (labels, replicate, refusals).
+    """
+    paths = [_check_file(p) for p in paths]
+    if len(paths) < 2:
+        raise InputError(f"read_runs needs >= 2 trace files, got {len(paths)}")
+    names = _run_names(paths)
+    parts, dropped = [], []
+    for p, name in zip(paths, names):
+        d = read_trace(p, **kwargs)
+        if RUN_COLUMN in d.columns:
+            raise InputError(f"trace {str(p)!r} already has a column {RUN_COLUMN!r}: give it "
+                             f"alone and name that column as the run column")
+        rep = d["replicate"].astype(str) if "replicate" in d.columns else None
+        d[RUN_COLUMN] = name
+        d["replicate"] = name if rep is None else name + ":" + rep
+        dropped.extend(d.attrs.get("dropped") or [])
+        parts.append(d)
+    out = pd.concat(parts, ignore_index=True)
+    out.attrs = {"runs": names, "sha256": [d.attrs.get("sha256") for d in parts],
+                 "alias_map": parts[0].attrs.get("alias_map"), "dropped": dropped}
     return out
 
 

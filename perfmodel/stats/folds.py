@@ -13,7 +13,8 @@ made; every comparison, notebook and script calls it (through
   steps;
 - :func:`make_folds` -- the splitter: grouped k-fold, blocked or expanding
   time series, extrapolation (and a deliberately leaky random k-fold),
-  purging training steps next to test steps in time;
+  purging training steps next to test steps in time; with ``runs``, also
+  grouped by engine run (out-of-run folds, :func:`run_codes`);
 - :func:`decorrelation_lag` -- the data check behind :data:`DEFAULT_BLOCK`.
 
 Its building blocks (:func:`perfmodel.stats.splits.grouped_kfold`,
@@ -48,6 +49,7 @@ __all__ = [
     "fold_groups",
     "is_time_ordered",
     "make_folds",
+    "run_codes",
 ]
 
 #: Default length, in steps, of the contiguous time blocks of :func:`fold_groups`
@@ -431,7 +433,7 @@ def _extrapolate(df: pd.DataFrame, columns: Any, quantile: Any) -> np.ndarray:
 def make_folds(df: pd.DataFrame, scheme: str = "grouped", k: int = 5, seed: int = 0, *,
                time_ordered: bool | None = None, block: int = DEFAULT_BLOCK,
                purge: bool = True, quantile: float = 0.8,
-               columns: Any = ("total_tokens", "batch_size")) -> list[Split]:
+               columns: Any = ("total_tokens", "batch_size"), runs: Any = None) -> list[Split]:
     """The (train, test) splits of a cross-validation scheme, from leak-free groups.
 
     Problem: "grouped k-fold MAPE" must mean one thing whichever notebook,
@@ -493,12 +495,22 @@ def make_folds(df: pd.DataFrame, scheme: str = "grouped", k: int = 5, seed: int 
         'extrapolate' only, in (0, 1).
     columns : str or sequence of str, default ('total_tokens', 'batch_size')
         'extrapolate' only: the columns whose upper tail is tested.
+    runs : array_like, optional
+        One run label per row (engine runs that may differ by a run-level
+        shift: separate trace files, another day, another host). When given,
+        the splits are also grouped by run: each split of the scheme is
+        divided into one split per run ``r`` it tests, testing its steps of
+        ``r`` and training on its training steps of every *other* run (no
+        run on both sides of any split; all but 'extrapolate'). The leak-free
+        groups are those of the whole trace, so same-seed replicate runs,
+        whose schedules are identical, still never train on a twin of a
+        test step. Needs >= 2 runs.
 
     Returns
     -------
     list of (train_idx, test_idx)
         Sorted positions. 'grouped', 'blocked' and 'random': every step is
-        in exactly one test set.
+        in exactly one test set (with ``runs`` too).
 
     Notes
     -----
@@ -509,6 +521,8 @@ def make_folds(df: pd.DataFrame, scheme: str = "grouped", k: int = 5, seed: int 
     on the eight Splitwise (model, hardware, TP) groups, Sarathi and
     Vidur); the former ``grouped_kfold(default_groups(df))`` shuffled
     ``config`` names, so its folds differ even where the groups agree.
+    With ``runs``, the splits are checked to be exactly the scheme's splits
+    divided by run (property test) and never to hold a test run in training.
     """
     _check_trace(df, need_y=False)
     if scheme not in FOLD_SCHEMES:
@@ -520,8 +534,12 @@ def make_folds(df: pd.DataFrame, scheme: str = "grouped", k: int = 5, seed: int 
         raise InputError(f"`seed` must be an integer, got {seed!r}")
     n = len(df)
     lay = _layout(df, time_ordered)
+    run = None if runs is None else run_codes(runs, n)
+    if run is not None and scheme == "extrapolate":
+        raise InputError("`runs` does not apply to scheme 'extrapolate' (one split by value)")
     if scheme == "random":
-        return grouped_kfold(np.arange(n), _check_k(k), seed)
+        splits = grouped_kfold(np.arange(n), _check_k(k), seed)
+        return splits if run is None else _out_of_run(splits, run, scheme)
     if scheme == "extrapolate":
         return _extrapolation_fold(df, lay, block, columns, quantile)
     groups = _groups(df, lay, block)
@@ -531,7 +549,47 @@ def make_folds(df: pd.DataFrame, scheme: str = "grouped", k: int = 5, seed: int 
         splits = _blocked(groups, lay.rank, _check_k(k))
     else:  # expanding
         splits = time_series_splits(n, _check_k(k, 1), order=lay.rank)
-    return _drop_leaks(splits, groups, lay, block, purge, scheme)
+    splits = _drop_leaks(splits, groups, lay, block, purge, scheme)
+    return splits if run is None else _out_of_run(splits, run, scheme)
+
+
+def run_codes(runs: Any, n: int) -> np.ndarray:
+    """Integer code of each row's run (``runs``: one label per row, >= 2 distinct, no missing).
+
+    Parameters
+    ----------
+    runs : array_like
+        Run labels (strings or numbers), one per row.
+    n : int
+        Number of rows.
+
+    Returns
+    -------
+    ndarray of int64, codes 0, 1, ... in order of first row
+    """
+    r = pd.Series(np.asarray(runs, dtype=object).ravel())
+    if len(r) != n:
+        raise InputError(f"`runs` must hold one run label per row ({n}), got {len(r)}")
+    if r.isna().any():
+        raise InputError(f"`runs` is missing at {_rows(r.isna().to_numpy(), r.index)}")
+    codes = pd.factorize(r.astype(str))[0].astype(np.int64)
+    if n and codes.max() < 1:
+        raise InputError(f"out-of-run folds need >= 2 runs; every row is run {r.iloc[0]!r}")
+    return codes
+
+
+def _out_of_run(splits: list[Split], run: np.ndarray, scheme: str) -> list[Split]:
+    """Each split divided per tested run: its test steps of run r, its training steps of
+    the other runs (a split left with no training step is an error)."""
+    out = []
+    for i, (tr, te) in enumerate(splits):
+        for r in np.unique(run[te]):
+            te_r, tr_r = te[run[te] == r], tr[run[tr] != r]
+            if tr_r.size == 0:
+                raise InputError(f"fold {i} of scheme {scheme!r} has no training step of a "
+                                 f"run other than the one it tests; lower `k` or give more runs")
+            out.append((tr_r, te_r))
+    return out
 
 
 def _extrapolation_fold(df: pd.DataFrame, lay: _Layout, block: int, columns: Any,

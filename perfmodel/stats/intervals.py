@@ -47,6 +47,24 @@ Method
 5. *The interval* of a new step is ``scale.inverse(mu, [lower, upper])``
    about the full fit's ``mu``.
 
+Across runs
+-----------
+Folds inside one run see no run-to-run shift: an interval calibrated on one
+engine run under-covers another run of the same engine (another start,
+another day: README.md, Prediction intervals, measures it on the vLLM-CPU
+replicates).  When the training data holds several runs (several trace
+files given to ``perfmodel fit``, or a run column named by
+``run_column``), :func:`cv_residuals` makes the folds of step 1 out-of-run
+as well: ``make_folds(..., runs=)`` divides each split of the fold engine by
+run and trains on the *other* runs only, so every score holds a run-to-run
+shift as well as the model's held-out error, and the stored quantiles widen
+by as much as the runs differ.  The leak-free groups are still the whole
+trace's (same-seed replicate runs repeat every schedule, so a test step's
+twin in another run stays out of training).  With ``m`` runs the shift is
+sampled ``m`` times only: with 2 or 3 runs the interval holds for a new run
+only as far as those runs span the engine's run-to-run spread (measured,
+README.md).  FIT.json says which calibration was used (``runs``).
+
 Each pool also records the intraclass correlation of its scores within the
 fold engine's groups (configuration, identical schedule, time block) and the
 effective count ``n_eff``
@@ -73,7 +91,11 @@ against interpolated order statistics by hand, and on 12 simulated
 clusters of 5 replicates (intraclass correlation 0.9) covering a step of a
 new cluster at 0.83 for level 0.8 where the step rank gives 0.77; calibrated intervals cover fresh
 steps of a synthetic trace with known heteroscedastic noise at their level
-per regime; the model-based interval is kept when no calibration exists.
+per regime; the model-based interval is kept when no calibration exists;
+on synthetic runs with a run-level shift (log sd 0.05, step noise 0.03),
+one run's calibration covers 40 new runs at 0.33 / 0.44 for 0.8 / 0.9 and
+the calibration across 8 runs at 0.83 / 0.91 (mean of 4 draws); a run
+column with one run, or none, is refused.
 """
 from __future__ import annotations
 
@@ -84,12 +106,14 @@ import numpy as np
 import pandas as pd
 
 from perfmodel.core.interval_calibration import (
+    ACROSS_RUNS,
     ALL,
     KEY,
     LENGTHS,
     METHOD,
     QUANTILE_RULES,
     VERSION,
+    WITHIN_RUN,
     check_interval_calibration,
     pool_chain,
 )
@@ -107,7 +131,7 @@ from perfmodel.stats.validation import (
 __all__ = ["CLUSTER_COLUMN", "LEVELS", "MIN_COUNT", "QUANTILE_RULE", "Interval",
            "calibrate_intervals", "calibration_clusters", "cluster_conformal_bounds",
            "conformal_bounds", "conformal_interval", "cv_residuals", "interval_regimes", "model_interval",
-           "prediction_interval"]
+           "prediction_interval", "run_labels", "runs_text"]
 
 #: levels stored by a calibration: 0.50, 0.51, ..., 0.99
 LEVELS = tuple(round(0.5 + 0.01 * i, 2) for i in range(50))
@@ -129,6 +153,8 @@ class Interval:
     """Pointwise prediction interval (ms) at one level, with how it was made.
 
     ``pools``: for the conformal method, how many steps used each pool.
+    ``calibration``: for the conformal method, the stored ``runs`` record
+    (within-run, or across how many runs); None for the model band.
     """
 
     level: float
@@ -137,6 +163,7 @@ class Interval:
     upper: np.ndarray
     description: str
     pools: dict
+    calibration: dict | None = None
 
 
 def conformal_bounds(scores, level, n_eff: float | None = None) -> tuple[float, float]:
@@ -285,7 +312,7 @@ def _kept(fit, df: pd.DataFrame) -> pd.DataFrame:
 
 def cv_residuals(fit, df: pd.DataFrame, *, scheme: str = "auto", k: int = 5, seed: int = 0,
                  time_ordered: bool | None = None, block: int = DEFAULT_BLOCK,
-                 n_starts: int = 4) -> tuple[np.ndarray, dict]:
+                 n_starts: int = 4, run_column: str | None = None) -> tuple[np.ndarray, dict]:
     """Fit-scale residuals of held-out steps: refit on each training fold, score its test fold.
 
     Parameters
@@ -299,6 +326,10 @@ def cv_residuals(fit, df: pd.DataFrame, *, scheme: str = "auto", k: int = 5, see
     k, seed, time_ordered, block : passed to
         :func:`perfmodel.stats.validation.make_folds`
     n_starts : multi-start count of each refit (the first start is the fit's values)
+    run_column : column of ``df`` naming each step's engine run (>= 2 runs), or
+        None: with it the folds are also grouped by run (``make_folds(runs=)``),
+        so every residual comes from a refit on *other* runs and holds the
+        run-to-run shift (:func:`calibrate_intervals`)
 
     Returns
     -------
@@ -310,18 +341,20 @@ def cv_residuals(fit, df: pd.DataFrame, *, scheme: str = "auto", k: int = 5, see
     if scheme not in ("auto", "grouped", "blocked"):
         raise InputError(f"scheme must be 'auto', 'grouped' or 'blocked', got {scheme!r}")
     d = _kept(fit, df)
+    runs = None if run_column is None else run_labels(d, run_column)
+    opts = {"k": k, "seed": seed, "time_ordered": time_ordered, "block": block, "runs": runs}
     note, splits = "", None
     if scheme == "auto":
         timed = is_time_ordered(d) if time_ordered is None else bool(time_ordered)
         scheme = "blocked" if timed else "grouped"
         try:
-            splits = make_folds(d, scheme, k=k, seed=seed, time_ordered=time_ordered, block=block)
+            splits = make_folds(d, scheme, **opts)
         except InputError as e:  # a few groups too large for contiguous folds
             if scheme != "blocked":
                 raise
             scheme, note = "grouped", f"blocked folds impossible ({e}); grouped folds used"
     if splits is None:
-        splits = make_folds(d, scheme, k=k, seed=seed, time_ordered=time_ordered, block=block)
+        splits = make_folds(d, scheme, **opts)
     scale = scale_of(fit)
     y = d["duration_ms"].to_numpy(float)
     out = np.full(len(d), np.nan)
@@ -333,8 +366,38 @@ def cv_residuals(fit, df: pd.DataFrame, *, scheme: str = "auto", k: int = 5, see
         out[te] = scale.residual(y[te], f.predict(d.iloc[te]))
     folds = {"scheme": scheme, "k": int(k), "seed": int(seed), "block": int(block),
              "time_ordered": time_ordered, "n_steps": int(np.isfinite(out).sum()),
-             "refit_starts": int(n_starts), **({"note": note} if note else {})}
+             "refit_starts": int(n_starts), **({"note": note} if note else {}),
+             **({"out_of_run": True, "n_splits": len(splits)} if runs is not None else {})}
     return out, folds
+
+
+def run_labels(df: pd.DataFrame, column: str) -> np.ndarray:
+    """The run label of each step from ``column``, checked: present, no missing value, >= 2 runs.
+
+    Parameters
+    ----------
+    df : step trace
+    column : the column naming each step's engine run (e.g. ``run``: the file
+        stem of each trace given to ``perfmodel fit``)
+
+    Returns
+    -------
+    object ndarray of labels (strings), one per row
+    """
+    if not isinstance(column, str) or not column:
+        raise InputError(f"the run column must be a column name, got {column!r}")
+    if column not in df.columns:
+        raise InputError(f"across-run interval calibration needs the run column {column!r}, "
+                         f"which the trace lacks (columns: {', '.join(map(str, df.columns))})")
+    r = df[column]
+    if r.isna().any():
+        raise InputError(f"run column {column!r} has {int(r.isna().sum())} missing values")
+    labels = r.astype(str).to_numpy(dtype=object)
+    n = len(set(labels))
+    if n < 2:
+        raise InputError(f"across-run interval calibration needs >= 2 runs; run column "
+                         f"{column!r} holds {n} ({', '.join(sorted(set(labels)))})")
+    return labels
 
 
 def _pool(scores: np.ndarray, groups: np.ndarray, clusters: np.ndarray, levels) -> dict:
@@ -422,7 +485,8 @@ def calibration_clusters(df: pd.DataFrame) -> np.ndarray:
 def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int = MIN_COUNT,
                         scheme: str = "auto", k: int = 5, seed: int = 0,
                         time_ordered: bool | None = None, block: int = DEFAULT_BLOCK,
-                        n_starts: int = 4, prefill_ratio: float = PREFILL_RATIO) -> dict:
+                        n_starts: int = 4, prefill_ratio: float = PREFILL_RATIO,
+                        run_column: str | None = None) -> dict:
     """The Mondrian CV-conformal calibration of ``fit`` on its trace ``df`` (module docstring).
 
     Parameters
@@ -433,6 +497,10 @@ def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int 
     min_count : fewest scores a pool needs (>= 1)
     scheme, k, seed, time_ordered, block, n_starts : see :func:`cv_residuals`
     prefill_ratio : phase rule (:func:`perfmodel.stats.validation.regime`)
+    run_column : None (within-run calibration: the trace is one run, as
+        before this option existed) or the column naming each step's engine
+        run, >= 2 runs (across-run calibration: every score is out-of-run,
+        module docstring, "Across runs"); recorded under ``runs``
 
     Returns
     -------
@@ -443,8 +511,15 @@ def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int 
     if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
         raise InputError(f"min_count must be an integer >= 1, got {min_count!r}")
     resid, folds = cv_residuals(fit, df, scheme=scheme, k=k, seed=seed,
-                                time_ordered=time_ordered, block=block, n_starts=n_starts)
+                                time_ordered=time_ordered, block=block, n_starts=n_starts,
+                                run_column=run_column)
     d = _kept(fit, df)
+    if run_column is None:
+        runs = {"calibration": WITHIN_RUN, "n_runs": 1}
+    else:
+        labels = sorted(set(run_labels(d, run_column)))
+        runs = {"calibration": ACROSS_RUNS, "column": run_column, "n_runs": len(labels),
+                "labels": labels}
     mu = fit.predict(d)
     thresholds = [float(f"{v:.6g}") for v in np.quantile(mu, [1 / 3, 2 / 3])]
     phase, length = interval_regimes(d, mu, thresholds, prefill_ratio)
@@ -464,8 +539,17 @@ def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int 
            "clusters": CLUSTER_COLUMN if CLUSTER_COLUMN in d.columns else "steps",
            "regime_rule": {"phase": {"prefill_ratio": float(prefill_ratio)},
                            "length_thresholds_ms": thresholds},
-           "pools": pools, "folds": folds}
+           "pools": pools, "folds": folds, "runs": runs}
     return check_interval_calibration(cal)
+
+
+def runs_text(cal: dict) -> str:
+    """Which calibration a stored one used, in words: within-run or across how many runs."""
+    r = cal.get("runs") or {"calibration": WITHIN_RUN, "n_runs": 1}
+    if r["calibration"] == ACROSS_RUNS:
+        return (f"calibrated across runs ({r['n_runs']} runs of column {r['column']!r}, "
+                f"each scored by refits on the other runs)")
+    return "calibrated within one run (no run-to-run shift in the scores)"
 
 
 def _bounds_for(cal: dict, phase, length, li: int) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -528,12 +612,14 @@ def conformal_interval(fit, df: pd.DataFrame, level, calibration: dict | None = 
                                      rule["phase"]["prefill_ratio"])
     lo, hi, used = _bounds_for(cal, phase, length, match[0])
     rule_q = cal.get("quantile_rule", "step-rank")
-    text = (f"{METHOD} ({rule_q}, clusters: {cal.get('clusters', 'steps')}): per-regime "
+    text = (f"{METHOD} ({rule_q}, clusters: {cal.get('clusters', 'steps')}; "
+            f"{runs_text(cal)}): per-regime "
             f"quantiles of {cal['folds'].get('k')}-fold "
             f"{cal['folds'].get('scheme')} held-out {cal['scale']}-scale residuals "
             f"(pools used: {used})")
     return Interval(level, "conformal", _inverse(scale, mu, lo, "lower"),
-                    _inverse(scale, mu, hi, "upper"), text, used)
+                    _inverse(scale, mu, hi, "upper"), text, used,
+                    dict(cal.get("runs") or {"calibration": WITHIN_RUN, "n_runs": 1}))
 
 
 def model_interval(fit, df: pd.DataFrame, level) -> Interval:

@@ -43,6 +43,7 @@ from perfmodel.stats.folds import (
     fold_groups,
     is_time_ordered,
     make_folds,
+    run_codes,
 )
 from perfmodel.stats.scores import REGIMES, metrics, regime
 from perfmodel.stats.splits import Split, extrapolation_split, grouped_kfold, time_series_splits
@@ -62,6 +63,7 @@ __all__ = [
     "make_folds",
     "metrics",
     "regime",
+    "run_codes",
     "time_series_splits",
 ]
 

@@ -477,3 +477,54 @@ def test_fit_refuses_a_scheduler_without_the_dask_backend(tmp_path, run):
     out = tmp_path / "f.json"
     rc, _, err = run(["fit", EXAMPLE, "-o", str(out), "--scheduler", "tcp://127.0.0.1:8786"])
     assert rc == 2 and "only used by backend 'dask'" in err and not out.exists()
+
+
+def _two_runs(tmp_path):
+    import pandas as pd
+
+    d = pd.read_csv(EXAMPLE)
+    a, b = tmp_path / "run-a.csv", tmp_path / "run-b.csv"
+    d.to_csv(a, index=False)
+    d.assign(duration_ms=d["duration_ms"] * 1.1).to_csv(b, index=False)  # a run-level shift
+    return a, b
+
+
+def test_fit_of_several_traces_calibrates_across_runs_and_predict_says_so(tmp_path, run):
+    a, b = _two_runs(tmp_path)
+    fit = tmp_path / "f.json"
+    assert run(["fit", a, b, "-o", fit, "--model", "seed_id", "--starts", "1"])[0] == 0
+    d = json.loads(fit.read_text())
+    assert d["interval_calibration"]["runs"] == {
+        "calibration": "across-runs", "column": "run", "n_runs": 2, "labels": ["run-a", "run-b"]}
+    assert d["provenance"]["trace"] == [str(a), str(b)]
+    rc, stdout, err = run(["predict", fit, a, "-o", tmp_path / "p.csv", "--interval", "0.9",
+                           "--json"])
+    assert rc == 0 and "calibrated across runs (2 runs" in err
+    assert json.loads(stdout)["interval"]["calibration"]["n_runs"] == 2
+    # within-run on request: the same traces, no run-to-run shift in the scores
+    assert run(["fit", a, b, "-o", tmp_path / "w.json", "--model", "seed_id", "--starts", "1",
+                "--interval-calibration", "within-run"])[0] == 0
+    w = json.loads((tmp_path / "w.json").read_text())["interval_calibration"]
+    assert w["runs"] == {"calibration": "within-run", "n_runs": 1}
+
+
+def test_fit_of_one_trace_calibrates_within_the_run(fit_json):
+    cal = json.loads(Path(fit_json).read_text())["interval_calibration"]
+    assert cal["runs"] == {"calibration": "within-run", "n_runs": 1}
+
+
+def test_across_run_calibration_refuses_one_run(tmp_path, run):
+    import pandas as pd
+
+    a, b = _two_runs(tmp_path)
+    one = tmp_path / "one.csv"
+    pd.read_csv(EXAMPLE).assign(run="r1").to_csv(one, index=False)
+    cases = [([EXAMPLE, "--interval-calibration", "across-runs"], "needs several runs"),
+             ([one, "--run-column", "run"], ">= 2 runs"),
+             ([EXAMPLE, "--run-column", "nope"], "lacks"),
+             ([a, b, "--run-column", "run"], "ONE trace")]
+    for i, (args, needle) in enumerate(cases):
+        out = tmp_path / f"bad{i}.json"
+        rc, _, err = run(["fit", *args, "-o", out, "--model", "seed_id", "--starts", "1"])
+        assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+        assert not out.exists()

@@ -21,7 +21,7 @@ HOMES = {
     "trace_lists": ["ListColumn", "parse_int_list", "parse_list_column"],
     "trace_checks": ["check_degenerate", "check_step_columns"],
     "trace_validate": ["validate_trace"],
-    "trace_read": ["read_trace", "trace_sha256"],
+    "trace_read": ["RUN_COLUMN", "read_runs", "read_trace", "trace_sha256"],
     "trace_features": ["has_context", "step_features", "time_order"],
 }
 

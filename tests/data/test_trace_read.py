@@ -128,3 +128,25 @@ def test_a_file_without_a_header_is_refused_by_either_reader(tmp_path, lists):
     path.write_text("\n\n")
     with pytest.raises(InputError, match=r"blank\.csv' is empty \(no header, no rows\)"):
         read_trace(path, lists=lists)
+
+
+def test_read_runs_labels_each_file_and_keeps_replicates_apart(tmp_path, good_frame):
+    from perfmodel.data.trace_read import read_runs
+
+    df = validate_trace(good_frame())
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    df.to_csv(tmp_path / "a" / "trace.csv", index=False)
+    df.assign(replicate=[1, 2, 1, 2][:len(df)]).to_csv(tmp_path / "b" / "trace.csv", index=False)
+    out = read_runs([tmp_path / "a" / "trace.csv", tmp_path / "b" / "trace.csv"])
+    assert out.attrs["runs"] == ["a/trace", "b/trace"] and len(out) == 2 * len(df)
+    assert list(out["run"].unique()) == ["a/trace", "b/trace"]
+    assert set(out["replicate"]) == {"a/trace", "b/trace:1", "b/trace:2"}
+    df.to_csv(tmp_path / "x.csv", index=False)
+    df.assign(run="r").to_csv(tmp_path / "y.csv", index=False)
+    with pytest.raises(InputError, match="already has a column 'run'"):
+        read_runs([tmp_path / "x.csv", tmp_path / "y.csv"])
+    with pytest.raises(InputError, match=">= 2 trace files"):
+        read_runs([tmp_path / "x.csv"])
+    with pytest.raises(InputError, match="share the name"):
+        read_runs([tmp_path / "x.csv", tmp_path / "x.csv"])

@@ -403,3 +403,55 @@ def test_schedule_key_and_folds_equal_the_reference_on_committed_traces(lists, m
         np.testing.assert_array_equal(g_new, g_ref, err_msg=str(p))
         checked += 1
     assert checked >= 3
+
+
+def test_make_folds_with_runs_never_train_on_the_run_they_test():
+    n = 300  # three same-seed runs of 100 steps: identical schedules, step numbers 0..99
+    df = pd.DataFrame({"step": np.tile(np.arange(100), 3),
+                       "batch_size": np.tile(np.arange(1, 101), 3),
+                       "total_tokens": np.tile(np.arange(1, 101) * 3, 3), "duration_ms": 1.0,
+                       "replicate": np.repeat(["a", "b", "c"], 100)})
+    runs = df["replicate"].to_numpy()
+    groups = fo.fold_groups(df)
+    for scheme in ("blocked", "grouped", "random"):
+        splits = fo.make_folds(df, scheme, k=4, runs=runs)
+        tested = np.concatenate([te for _, te in splits])
+        assert np.array_equal(np.sort(tested), np.arange(n))  # every step tested once
+        for tr, te in splits:
+            assert len(set(runs[te])) == 1 and runs[te[0]] not in set(runs[tr])
+            if scheme != "random":  # no twin (same schedule, other run) in training
+                assert not set(groups[tr]) & set(groups[te])
+    with pytest.raises(InputError, match=">= 2 runs"):
+        fo.make_folds(df, "blocked", k=4, runs=np.full(n, "a"))
+    with pytest.raises(InputError, match="one run label per row"):
+        fo.make_folds(df, "blocked", k=4, runs=runs[:10])
+    with pytest.raises(InputError, match="missing"):
+        fo.make_folds(df, "blocked", k=4, runs=np.where(np.arange(n) < 5, None, runs))
+    with pytest.raises(InputError, match="extrapolate"):
+        fo.make_folds(df, "extrapolate", runs=runs)
+
+
+@given(data=st.data(), time_ordered=st.booleans(), block=st.integers(1, 8),
+       k=st.integers(2, 5), seed=st.integers(0, 2**32 - 1),
+       scheme=st.sampled_from(["grouped", "blocked", "expanding"]))
+@settings(max_examples=150, deadline=None)
+def test_make_folds_with_runs_are_the_plain_folds_divided_by_run(data, time_ordered, block, k,
+                                                                  seed, scheme):
+    df = _random_trace(data, time_ordered)
+    runs = df["replicate"].to_numpy()
+    try:
+        plain = fo.make_folds(df, scheme, k, seed, block=block)
+        split = fo.make_folds(df, scheme, k, seed, block=block, runs=runs)
+    except InputError as e:  # too few groups or runs, nothing left to train
+        assert any(w in str(e) for w in ("exceeds", "need more groups", "no training step",
+                                         "too short", ">= 2 runs", "run other than"))
+        return
+    expect = []
+    for tr, te in plain:
+        for r in np.unique(runs[te]):
+            expect.append((tr[runs[tr] != r], te[runs[te] == r]))
+    assert len(split) == len(expect)
+    for (tr, te), (etr, ete) in zip(sorted(split, key=lambda s: s[1][0]),
+                                    sorted(expect, key=lambda s: s[1][0])):
+        assert np.array_equal(tr, etr) and np.array_equal(te, ete)
+        assert len(set(runs[te])) == 1 and not set(runs[tr]) & set(runs[te])

@@ -209,3 +209,94 @@ def test_calibration_counts_configurations_when_the_trace_has_them():
     cal = calibrate_intervals(fit, d, n_starts=1)
     assert cal["clusters"] == "config"
     assert cal["pools"]["*|*"]["n_clusters"] == 100 and cal["pools"]["*|*"]["n"] == 400
+
+
+#: log-scale sd of the run-level shift and of the step noise of :func:`_runs`
+RUN_SD, STEP_SD = 0.05, 0.03
+
+
+def _runs(n_runs, n, seed):
+    """``n_runs`` runs of ``n`` steps: one log-scale shift per run (sd RUN_SD) plus step noise."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    parts = []
+    for r in range(n_runs):
+        d = simulate_trace("seed_id", n=n, noise="none", seed=seed * 100 + r)
+        e = RUN_SD * rng.standard_normal() + STEP_SD * rng.standard_normal(n)
+        d["duration_ms"] = d["duration_ms"] * np.exp(e)
+        d["run"] = f"run{r}"
+        d["replicate"] = f"run{r}"  # time blocks stay inside a run
+        parts.append(d)
+    return pd.concat(parts, ignore_index=True)
+
+
+@pytest.fixture(scope="module")
+def run_shift():
+    """Per training draw: a fit of one run calibrated within it, and a fit of 8 runs
+    calibrated across them, with 40 new runs (new shifts) to cover."""
+    draws = []
+    for seed in (3, 4, 5, 6):
+        train = _runs(8, 200, seed)
+        one = train[train["run"] == "run0"].reset_index(drop=True)
+        single = fit_model(one, "seed_id", n_starts=1)
+        single.interval_calibration = calibrate_intervals(single, one, n_starts=1)
+        across = fit_model(train, "seed_id", n_starts=1)
+        across.interval_calibration = calibrate_intervals(across, train, n_starts=1,
+                                                          run_column="run")
+        draws.append((single, across, _runs(40, 50, seed + 50)))
+    return draws
+
+
+def test_across_run_calibration_covers_new_runs_where_one_run_under_covers(run_shift):
+    for level in (0.8, 0.9):
+        cov = {"single": [], "across": []}
+        for single, across, test in run_shift:
+            y = test["duration_ms"].to_numpy()
+            for name, fit in (("single", single), ("across", across)):
+                iv = conformal_interval(fit, test, level)
+                cov[name].append(float(((y >= iv.lower) & (y <= iv.upper)).mean()))
+        mean = {k: float(np.mean(v)) for k, v in cov.items()}
+        # one run's scores hold its step noise only (sd 0.03), not the shift (sd 0.05)
+        assert mean["single"] < level - 0.25, (level, cov)
+        # 8 sampled shifts per draw set the quantile: the mean over 4 draws is near the level
+        assert abs(mean["across"] - level) <= 0.05, (level, cov)
+
+
+def test_across_run_calibration_is_recorded_and_said(run_shift):
+    single, across, test = run_shift[0]
+    assert single.interval_calibration["runs"] == {"calibration": "within-run", "n_runs": 1}
+    r = across.interval_calibration["runs"]
+    assert r["calibration"] == "across-runs" and r["n_runs"] == 8 and r["column"] == "run"
+    assert across.interval_calibration["folds"]["out_of_run"] is True
+    iv = conformal_interval(across, test, 0.9)
+    assert iv.calibration["calibration"] == "across-runs" and "across runs (8 runs" in iv.description
+    assert "within one run" in conformal_interval(single, test, 0.9).description
+
+
+def test_within_run_calibration_is_unchanged_by_the_run_option(calibrated):
+    train = _trace(1500, 1)
+    cal = calibrate_intervals(calibrated, train, n_starts=2, run_column=None)
+    assert cal["pools"] == calibrated.interval_calibration["pools"]
+
+
+@pytest.mark.parametrize("column, needle", [("nope", "lacks"), ("one", ">= 2 runs")])
+def test_across_run_calibration_refuses_a_missing_column_or_one_run(column, needle):
+    d = _trace(200, 6)
+    d["one"] = "r1"
+    fit = fit_model(d, "seed_id", n_starts=1)
+    with pytest.raises(InputError, match=needle):
+        calibrate_intervals(fit, d, n_starts=1, run_column=column)
+
+
+def test_a_damaged_runs_record_is_refused():
+    from perfmodel.core.interval_calibration import check_interval_calibration
+
+    d = _trace(300, 7)
+    fit = fit_model(d, "seed_id", n_starts=1)
+    cal = calibrate_intervals(fit, d, n_starts=1)
+    for bad in ({"calibration": "sideways", "n_runs": 1},
+                {"calibration": "across-runs", "n_runs": 1, "column": "run"},
+                {"calibration": "within-run", "n_runs": 0}):
+        with pytest.raises(InputError, match="runs"):
+            check_interval_calibration({**cal, "runs": bad})

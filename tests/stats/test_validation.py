@@ -18,6 +18,7 @@ HOMES = {
     "fold_groups": "folds",
     "is_time_ordered": "folds",
     "make_folds": "folds",
+    "run_codes": "folds",
     "extrapolation_split": "splits",
     "grouped_kfold": "splits",
     "time_series_splits": "splits",
