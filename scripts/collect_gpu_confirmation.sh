@@ -7,6 +7,8 @@
 #     OUT=data/gpu-confirmation/run1 bash scripts/collect_gpu_confirmation.sh
 # and a second, later run of fresh configurations of the same shape (run-to-run shift):
 #     OUT=data/gpu-confirmation/run2 SEED=2 bash scripts/collect_gpu_confirmation.sh
+# and a third, shorter one (800 configurations per phase, to fit the remaining device time):
+#     OUT=data/gpu-confirmation/run3 SEED=3 N_PER_PHASE=800 MAX_SECONDS=150 bash scripts/collect_gpu_confirmation.sh
 set -euo pipefail
 OUT=${OUT:?set OUT to the output folder}
 mkdir -p "$OUT"
@@ -18,7 +20,7 @@ mkdir -p "$OUT"
 } 2>&1 | tee "$OUT/env.txt"
 timeout "${COLLECT_TIMEOUT:-420}" python3 -m perfmodel.data.collect_torch \
     --config perfmodel/data/configs/qwen-gpu-7b-12l.json \
-    --out "$OUT" --n-decode 1000 --n-prefill 1000 --n-mixed 1000 --replicates 3 \
+    --out "$OUT" --n-decode "${N_PER_PHASE:-1000}" --n-prefill "${N_PER_PHASE:-1000}" --n-mixed "${N_PER_PHASE:-1000}" --replicates 3 \
     --seed "${SEED:-1}" --max-seconds "${MAX_SECONDS:-220}" --warmup-all --warmup-max-seconds 60 \
     --progress-every 500 2>&1 | tee "$OUT/run.log"
 python3 -m perfmodel.data.collect_torch --summarize "$OUT"/*.csv > "$OUT/noise_floor.json" 2>&1 || true
