@@ -354,7 +354,7 @@ def test_printed_font_pt_scales_with_the_shown_width(tmp_path):
 
 
 def test_stack_breaks_a_header_into_lines():
-    assert pio.stack("TTFT p50", "(ms)") == r"\begin{tabular}[b]{@{}c@{}}TTFT p50 \\ (ms)\end{tabular}"
+    assert pio.stack("TTFT p50", "(ms)") == r"\begin{tabular}[b]{@{}c@{}}TTFT p50 \\{}(ms)\end{tabular}"
     assert pio.stack("one") == "one"
     assert pio.stack("a", "b", align="r").startswith(r"\begin{tabular}[b]{@{}r@{}}")
     with pytest.raises(InputError, match="one or more strings"):

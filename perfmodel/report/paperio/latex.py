@@ -117,7 +117,8 @@ def stack(*lines: str, align: str = "c") -> str:
         raise InputError(f"align must be 'l', 'c' or 'r', got {align!r}")
     if len(lines) == 1:
         return lines[0]
-    return f"\\begin{{tabular}}[b]{{@{{}}{align}@{{}}}}" + r" \\ ".join(lines) + r"\end{tabular}"
+    # "\\{}": a line that starts with "[" is not read as the optional argument of "\\"
+    return f"\\begin{{tabular}}[b]{{@{{}}{align}@{{}}}}" + r" \\{}".join(lines) + r"\end{tabular}"
 
 
 def write_table(df, name: str, *, folder: str | os.PathLike, notebook: str | None = None,
