@@ -5,6 +5,7 @@ import pytest
 
 from perfmodel.data.noise import (
     config_floor,
+    group_floors,
     median_oracle_errors,
     median_oracle_factor,
     noise_floor,
@@ -182,3 +183,23 @@ def test_median_floor_is_robust_to_a_heavy_tailed_replicate():
     # the rows, times c_3): bounded, and far below the mean oracle
     assert nf.oracle_median < clean.oracle_median + 100 * 0.06 * 0.95 * np.sqrt(2)
     assert nf.oracle_mape > 3 * nf.oracle_median
+
+
+def test_group_floors_is_noise_floor_of_each_group():
+    a = pd.DataFrame({"config": ["a", "a", "b", "b"], "duration_ms": [9.0, 11.0, 19.0, 21.0]})
+    b = pd.DataFrame({"config": ["c", "c", "c"], "duration_ms": [4.0, 5.0, 6.0]})
+    df = pd.concat([a.assign(hw="x", tp=1), b.assign(hw="y", tp=2)], ignore_index=True)
+    got = group_floors(df, ["hw", "tp"])
+    assert list(got.index) == [("x", 1), ("y", 2)]
+    assert got[("x", 1)].floor == pytest.approx(noise_floor(a).floor)
+    assert got[("y", 2)].floor == pytest.approx(noise_floor(b).floor)
+    # one group column: plain keys; the pooled floor is not the median of the group floors
+    one = group_floors(df, "hw")
+    assert list(one.index) == ["x", "y"]
+    assert noise_floor(df).floor != pytest.approx(one.map(lambda nf: nf.floor).median())
+    with pytest.raises(InputError, match="missing group column"):
+        group_floors(df, ["gpu"])
+    with pytest.raises(InputError, match="by must be"):
+        group_floors(df, 3)
+    with pytest.raises(InputError, match="DataFrame"):
+        group_floors([1], "hw")

@@ -322,3 +322,42 @@ def test_param_tex_gives_the_papers_symbols():
     for bad in ("", "k B", "$k_B$", None, "1x"):
         with pytest.raises(InputError, match="parameter name"):
             pio.param_tex(bad)
+
+
+def test_printed_font_pt_scales_with_the_shown_width(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.plot([0, 1], [0, 1])
+    ax.set_xlabel("x", fontsize=12)
+    ax.tick_params(labelsize=10)
+    saved = pio.save_figure(fig, "f", folder=tmp_path, formats=("pdf",))[0]
+    # the width save_figure writes (tight box + padding), read back from the PDF's media box
+    import re
+
+    box = re.search(rb"/MediaBox \[\s*0 0 ([0-9.]+) ([0-9.]+)\s*\]", saved.read_bytes())
+    width_in = float(box.group(1)) / 72
+    got = pio.printed_font_pt(fig, 4.0)
+    assert got == pytest.approx(10 * 4.0 / width_in, rel=0.02)  # the ticks are the smallest text
+    assert pio.printed_font_pt(fig, 8.0) == pytest.approx(2 * got)
+    out = pio.PaperOutputs(tmp_path, "nb")
+    with pytest.raises(InputError, match="prints at"):
+        out.figure(fig, "small", shown_width=2.0)
+    assert not (tmp_path / "figures" / "small.pdf").exists()
+    assert [p.name for p in out.figure(fig, "big", shown_width=8.0)] == ["big.pdf", "big.png"]
+    with pytest.raises(InputError, match="shown_width"):
+        pio.printed_font_pt(fig, 0)
+    plt.close(fig)
+
+
+def test_stack_breaks_a_header_into_lines():
+    assert pio.stack("TTFT p50", "(ms)") == r"\begin{tabular}[b]{@{}c@{}}TTFT p50 \\{}(ms)\end{tabular}"
+    assert pio.stack("one") == "one"
+    assert pio.stack("a", "b", align="r").startswith(r"\begin{tabular}[b]{@{}r@{}}")
+    with pytest.raises(InputError, match="one or more strings"):
+        pio.stack()
+    with pytest.raises(InputError, match="align"):
+        pio.stack("a", "b", align="x")

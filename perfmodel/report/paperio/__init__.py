@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from perfmodel.report.paperio._cli import _main as _main  # python -m perfmodel.report.paperio
 from perfmodel.report.paperio._common import find_root
-from perfmodel.report.paperio.latex import latex_escape, param_tex, table_tex, write_table
+from perfmodel.report.paperio.latex import latex_escape, param_tex, stack, table_tex, write_table
 from perfmodel.report.paperio.macros import (
     assemble_numbers,
     format_bound,
@@ -53,7 +53,13 @@ from perfmodel.report.paperio.macros import (
     write_numbers,
 )
 from perfmodel.report.paperio.make_helpers import notebook_deps, strip_notebook
-from perfmodel.report.paperio.notebook import PAPER_RC, PaperOutputs, notebook_setup, save_figure
+from perfmodel.report.paperio.notebook import (
+    PAPER_RC,
+    PaperOutputs,
+    notebook_setup,
+    printed_font_pt,
+    save_figure,
+)
 
 __all__ = [
     "PAPER_RC",
@@ -68,8 +74,10 @@ __all__ = [
     "notebook_deps",
     "notebook_setup",
     "param_tex",
+    "printed_font_pt",
     "read_numbers",
     "save_figure",
+    "stack",
     "strip_notebook",
     "table_tex",
     "write_numbers",

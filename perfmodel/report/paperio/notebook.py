@@ -53,6 +53,35 @@ def save_figure(fig, name: str, *, folder: str | os.PathLike, formats: Iterable[
     return out
 
 
+def printed_font_pt(fig, shown_width: float) -> float:
+    """The smallest text size (pt) of ``fig`` once shown ``shown_width`` inches wide.
+
+    Problem: a figure saved ``W`` inches wide (its tight bounding box, as
+    :func:`save_figure` writes it) and included at ``shown_width`` inches is
+    scaled by ``shown_width / W``, and so is every font in it; a 9 pt label
+    of a 10-inch figure set at the text width prints at 5.7 pt.  This
+    returns ``min(font size) * shown_width / W`` over the visible, non-empty
+    texts (tick labels, labels, titles, legends, annotations) so that a
+    notebook can check its figure prints at a readable size.  Verified in
+    ``tests/report/test_paperio.py`` against a figure of known size.
+    """
+    if not hasattr(fig, "get_tightbbox") or not hasattr(fig, "canvas"):
+        raise InputError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
+    if isinstance(shown_width, bool) or not isinstance(shown_width, (int, float)) or not shown_width > 0:
+        raise InputError(f"shown_width must be a positive number of inches, got {shown_width!r}")
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    width = fig.get_tightbbox(renderer).width + 2 * 0.1  # inches; savefig pads 0.1 in per side
+    sizes = [t.get_fontsize() for t in fig.findobj(Text)
+             if t.get_visible() and t.get_text().strip() and t.get_window_extent(renderer).width > 0
+             and fig.bbox.overlaps(t.get_window_extent(renderer))]
+    if not sizes:
+        raise InputError("fig has no visible text")
+    return float(min(sizes)) * float(shown_width) / width
+
+
 # ---------------------------------------------------------------------------
 # the object notebooks use
 # ---------------------------------------------------------------------------
@@ -84,8 +113,21 @@ class PaperOutputs:
         self._numbers: dict[str, Any] = {}
         self._opts: dict[str, dict] = {}
 
-    def figure(self, fig, name: str, **kwargs) -> list[Path]:
-        """Save ``fig`` (see :func:`save_figure`)."""
+    def figure(self, fig, name: str, *, shown_width: float | None = None, min_pt: float = 7.0,
+               **kwargs) -> list[Path]:
+        """Save ``fig`` (see :func:`save_figure`).
+
+        With ``shown_width`` (inches: the width ``paper/main.tex`` includes
+        it at), first check that its smallest text prints at ``min_pt`` or
+        more (:func:`printed_font_pt`); a smaller one raises ``InputError``
+        naming the size, and nothing is written.
+        """
+        if shown_width is not None:
+            got = printed_font_pt(fig, shown_width)
+            if got < min_pt:
+                raise InputError(f"figure {name!r}: its smallest text prints at {got:.1f} pt when "
+                                 f"shown {shown_width} in wide (minimum {min_pt} pt); draw it "
+                                 "smaller or its text larger")
         paths = save_figure(fig, name, folder=self.figures, **kwargs)
         for p in paths:
             record_output(p)
