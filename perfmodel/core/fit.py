@@ -241,7 +241,7 @@ def _prepare(data, y, model: Model, outlier_window, allow_degenerate: bool = Fal
     else:
         import pandas as pd
 
-        from perfmodel.data.trace import step_features, validate_trace
+        from perfmodel.data.trace import validate_trace
 
         if not isinstance(data, pd.DataFrame):
             raise InputError(f"data must be a step trace DataFrame or a feature dict, got {type(data).__name__}")
