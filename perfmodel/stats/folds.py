@@ -431,7 +431,8 @@ def _extrapolate(df: pd.DataFrame, columns: Any, quantile: Any) -> np.ndarray:
 def make_folds(df: pd.DataFrame, scheme: str = "grouped", k: int = 5, seed: int = 0, *,
                time_ordered: bool | None = None, block: int = DEFAULT_BLOCK,
                purge: bool = True, quantile: float = 0.8,
-               columns: Any = ("total_tokens", "batch_size")) -> list[Split]:
+               columns: Any = ("total_tokens", "batch_size"),
+               groups: np.ndarray | None = None) -> list[Split]:
     """The (train, test) splits of a cross-validation scheme, from leak-free groups.
 
     Problem: "grouped k-fold MAPE" must mean one thing whichever notebook,
@@ -493,6 +494,10 @@ def make_folds(df: pd.DataFrame, scheme: str = "grouped", k: int = 5, seed: int 
         'extrapolate' only, in (0, 1).
     columns : str or sequence of str, default ('total_tokens', 'batch_size')
         'extrapolate' only: the columns whose upper tail is tested.
+    groups : numpy.ndarray of int, optional
+        ``fold_groups(df, time_ordered=time_ordered, block=block)`` if the
+        caller already has it (it is the costly part on a large trace);
+        computed when None.  'extrapolate' and 'random' do not use it.
 
     Returns
     -------
@@ -524,7 +529,13 @@ def make_folds(df: pd.DataFrame, scheme: str = "grouped", k: int = 5, seed: int 
         return grouped_kfold(np.arange(n), _check_k(k), seed)
     if scheme == "extrapolate":
         return _extrapolation_fold(df, lay, block, columns, quantile)
-    groups = _groups(df, lay, block)
+    if groups is None:
+        groups = _groups(df, lay, block)
+    else:
+        groups = np.asarray(groups)
+        if groups.shape != (n,) or groups.dtype.kind not in "iu":
+            raise InputError(f"`groups` must hold one integer group per step ({n}), got "
+                             f"{groups.dtype} of shape {groups.shape}")
     if scheme == "grouped":
         splits = grouped_kfold(groups, _check_k(k), seed)
     elif scheme == "blocked":

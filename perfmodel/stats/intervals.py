@@ -292,9 +292,12 @@ def interval_regimes(df: pd.DataFrame, mu, thresholds_ms,
     mu = np.asarray(mu, dtype=float)
     if mu.shape != (len(df),):
         raise InputError(f"mu must hold one prediction per row ({len(df)}), got {mu.shape}")
-    phase = regime(df, prefill_ratio=prefill_ratio).astype(str).to_numpy(dtype=object)
+    reg = regime(df, prefill_ratio=prefill_ratio)
     t1, t2 = (float(v) for v in thresholds_ms)
-    length = np.where(mu < t1, "short", np.where(mu >= t2, "long", "medium")).astype(object)
+    # labels taken from one object per label, not one string per step (5M steps: some
+    # 600 MB less)
+    phase = np.array([str(c) for c in reg.cat.categories], dtype=object)[reg.cat.codes.to_numpy()]
+    length = np.array(LENGTHS, dtype=object)[np.where(mu < t1, 0, np.where(mu >= t2, 2, 1))]
     return phase, length
 
 
@@ -330,24 +333,33 @@ def cv_residuals(fit, df: pd.DataFrame, *, scheme: str = "auto", k: int = 5, see
     (residuals, folds): residuals per kept row of ``df`` (NaN where a row is
     in no test fold), and a JSON-safe description of the folds.
     """
-    from perfmodel.core.fit import fit_model, trace_fit_data
-    from perfmodel.data.trace import validate_trace
-
     if scheme not in ("auto", "grouped", "blocked"):
         raise InputError(f"scheme must be 'auto', 'grouped' or 'blocked', got {scheme!r}")
     d = _kept(fit, df)
+    return _cv_residuals(fit, d, fold_groups(d, time_ordered=time_ordered, block=block),
+                         scheme=scheme, k=k, seed=seed, time_ordered=time_ordered, block=block,
+                         n_starts=n_starts)
+
+
+def _cv_residuals(fit, d: pd.DataFrame, groups: np.ndarray, *, scheme, k, seed, time_ordered,
+                  block, n_starts) -> tuple[np.ndarray, dict]:
+    """:func:`cv_residuals` of the kept rows ``d`` with their :func:`fold_groups` ``groups``."""
+    from perfmodel.core.fit import fit_model, trace_fit_data
+    from perfmodel.data.trace import validate_trace
+
+    kw = {"k": k, "seed": seed, "time_ordered": time_ordered, "block": block, "groups": groups}
     note, splits = "", None
     if scheme == "auto":
         timed = is_time_ordered(d) if time_ordered is None else bool(time_ordered)
         scheme = "blocked" if timed else "grouped"
         try:
-            splits = make_folds(d, scheme, k=k, seed=seed, time_ordered=time_ordered, block=block)
+            splits = make_folds(d, scheme, **kw)
         except InputError as e:  # a few groups too large for contiguous folds
             if scheme != "blocked":
                 raise
             scheme, note = "grouped", f"blocked folds impossible ({e}); grouped folds used"
     if splits is None:
-        splits = make_folds(d, scheme, k=k, seed=seed, time_ordered=time_ordered, block=block)
+        splits = make_folds(d, scheme, **kw)
     scale = scale_of(fit)
     y = d["duration_ms"].to_numpy(float)
     out = np.full(len(d), np.nan)
@@ -472,13 +484,15 @@ def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int 
     levels = [_level(v) for v in levels]
     if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
         raise InputError(f"min_count must be an integer >= 1, got {min_count!r}")
-    resid, folds = cv_residuals(fit, df, scheme=scheme, k=k, seed=seed,
-                                time_ordered=time_ordered, block=block, n_starts=n_starts)
+    if scheme not in ("auto", "grouped", "blocked"):
+        raise InputError(f"scheme must be 'auto', 'grouped' or 'blocked', got {scheme!r}")
     d = _kept(fit, df)
+    groups = fold_groups(d, time_ordered=time_ordered, block=block)  # once: folds and pools
+    resid, folds = _cv_residuals(fit, d, groups, scheme=scheme, k=k, seed=seed,
+                                 time_ordered=time_ordered, block=block, n_starts=n_starts)
     mu = fit.predict(d)
     thresholds = [float(f"{v:.6g}") for v in np.quantile(mu, [1 / 3, 2 / 3])]
     phase, length = interval_regimes(d, mu, thresholds, prefill_ratio)
-    groups = fold_groups(d, time_ordered=time_ordered, block=block)
     clusters = calibration_clusters(d)
     ok = np.isfinite(resid)
     pools = {ALL: _pool(resid[ok], groups[ok], clusters[ok], levels)}

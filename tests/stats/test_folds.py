@@ -403,3 +403,20 @@ def test_schedule_key_and_folds_equal_the_reference_on_committed_traces(lists, m
         np.testing.assert_array_equal(g_new, g_ref, err_msg=str(p))
         checked += 1
     assert checked >= 3
+
+
+def test_make_folds_with_the_groups_given_is_make_folds_computing_them():
+    from perfmodel.core.synthetic import simulate_trace  # a test may import any layer
+    from perfmodel.stats.folds import fold_groups, make_folds
+
+    d = simulate_trace(n=400, noise="multiplicative", seed=8)
+    g = fold_groups(d, block=10)
+    for scheme in ("grouped", "blocked", "expanding"):
+        a = make_folds(d, scheme, k=3, block=10)
+        b = make_folds(d, scheme, k=3, block=10, groups=g)
+        assert len(a) == len(b)
+        for (ta, ea), (tb, eb) in zip(a, b):
+            np.testing.assert_array_equal(ta, tb)
+            np.testing.assert_array_equal(ea, eb)
+    with pytest.raises(InputError, match="one integer group per step"):
+        make_folds(d, "grouped", k=3, groups=g[:-1])

@@ -244,3 +244,18 @@ def test_bounds_of_all_levels_at_once_are_those_of_one_level_at_a_time():
     assert math.isinf(many[-1][1])  # one cluster: no finite rank at any level
     with pytest.raises(InputError, match="one label per score"):
         _cluster_codes(scores, np.arange(3))
+
+
+def test_interval_regimes_are_the_labels_of_each_step():
+    """One object per label shared by the steps: the same labels as a string per step."""
+    from perfmodel.stats.intervals import interval_regimes
+
+    d = simulate_trace(n=300, noise="multiplicative", seed=6)
+    mu = d["duration_ms"].to_numpy(float)
+    t = np.quantile(mu, [1 / 3, 2 / 3])
+    phase, length = interval_regimes(d, mu, t)
+    assert phase.dtype == object and length.dtype == object
+    assert phase.tolist() == regime(d).astype(str).tolist()
+    want = np.where(mu < t[0], "short", np.where(mu >= t[1], "long", "medium"))
+    assert length.tolist() == want.tolist()
+    assert {"short", "medium", "long"} == set(length.tolist())
