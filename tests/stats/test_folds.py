@@ -420,3 +420,19 @@ def test_make_folds_with_the_groups_given_is_make_folds_computing_them():
             np.testing.assert_array_equal(ea, eb)
     with pytest.raises(InputError, match="one integer group per step"):
         make_folds(d, "grouped", k=3, groups=g[:-1])
+
+
+def test_ngroups_are_the_codes_of_a_pandas_grouping():
+    """Pairwise factorisation numbers row tuples as groupby(sort=False).ngroup() does."""
+    from perfmodel.stats.folds import _ngroups
+
+    rng = np.random.default_rng(9)
+    n = 2000
+    parts = [rng.integers(-1, 4, n), rng.integers(0, 3, n),
+             rng.integers(-2**63, 2**63 - 1, n, dtype=np.int64) % 5 * (2**61)]
+    frame = pd.DataFrame({i: p for i, p in enumerate(parts)})
+    want = frame.groupby(list(frame.columns), sort=False).ngroup().to_numpy()
+    got = _ngroups(parts)
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == np.int64 and got[0] == 0 and np.all(np.diff(np.maximum.accumulate(got)) <= 1)
+    np.testing.assert_array_equal(_ngroups([parts[0]]), pd.factorize(parts[0])[0])
