@@ -59,7 +59,7 @@ def resolve_model(name: str, df) -> str:
 # ---------------------------------------------------------------------------
 def cmd_fit(args):
     from perfmodel._parallel import check_backend
-    from perfmodel.core.fit import fit_model
+    from perfmodel.core.fit import fit_model, trace_fit_data
     from perfmodel.data.trace import trace_sha256
 
     check_int_range("--starts", args.starts, 1)
@@ -71,19 +71,27 @@ def cmd_fit(args):
     model = resolve_model(args.model, df)
     window = tuple(args.outlier_window) if args.outlier_window else None
     relative = "absolute" if args.absolute else args.relative
-    res = fit_model(df, model, loss=args.loss, relative=relative, n_starts=args.starts,
+    # the fit's features and step times, computed once from the validated frame (the same
+    # fit as fit_model(df, ...)); without intervals or bootstrap nothing reads the frame
+    # after this, so its columns are freed before the fit (README, "Large traces")
+    feats, y = trace_fit_data(df, model)
+    attrs = df.attrs
+    if args.intervals != "conformal" and not args.bootstrap:
+        df = None
+    res = fit_model(feats, model, y=y, loss=args.loss, relative=relative, n_starts=args.starts,
                     seed=args.seed, outlier_window=window, scale=not args.no_scale,
                     allow_degenerate=args.allow_degenerate)
+    del feats, y
     if len(args.trace) == 1:
         res.provenance["trace"] = str(args.trace[0])
         res.provenance["trace_sha256"] = trace_sha256(args.trace[0])
     else:
         res.provenance["trace"] = [str(t) for t in args.trace]
         res.provenance["trace_sha256"] = [trace_sha256(t) for t in args.trace]
-    if df.attrs.get("alias_map"):
-        res.provenance["alias_map"] = df.attrs["alias_map"]
-    if df.attrs.get("dropped"):
-        res.provenance["dropped_invalid_rows"] = len(df.attrs["dropped"])
+    if attrs.get("alias_map"):
+        res.provenance["alias_map"] = attrs["alias_map"]
+    if attrs.get("dropped"):
+        res.provenance["dropped_invalid_rows"] = len(attrs["dropped"])
     _calibrate(args, res, df, run_column)
     summary = res.summary()
     if args.bootstrap:

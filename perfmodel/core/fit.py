@@ -40,7 +40,7 @@ from perfmodel.core.model import Model, get_model
 from perfmodel.core.scale import SCALES, get_scale
 from perfmodel.errors import FitError, InputError
 
-__all__ = ["LOSSES", "RELATIVE", "CurveFit", "fit_curve", "fit_model"]
+__all__ = ["LOSSES", "RELATIVE", "CurveFit", "fit_curve", "fit_model", "trace_fit_data"]
 
 LOSSES = ("linear", "huber", "soft_l1", "cauchy", "tukey")
 #: the residual scales (:mod:`perfmodel.core.scale`)
@@ -180,7 +180,7 @@ def _as_float_array(name: str, v) -> np.ndarray:
     a = np.asarray(v)
     if a.dtype.kind not in "biuf" or a.dtype.kind == "b":
         raise InputError(f"{name} must be numeric, got values of type {a.dtype}")
-    return a.astype(float).ravel()
+    return a.astype(float, copy=False).ravel()  # float64 arrays are used as they are
 
 
 def _check_feature_values(feats: dict) -> None:
@@ -195,6 +195,41 @@ def _check_feature_values(feats: dict) -> None:
             raise InputError(f"feature {k!r} has negative values at {rows_text(neg)}")
 
 
+def trace_fit_data(df, model) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The features a fit of ``model`` reads and the step times of a validated trace.
+
+    Problem: :func:`fit_model` on a trace fits these two (its feature-dict
+    form, ``fit_model(feats, model, y=y)``, gives the same fit bit for bit:
+    ``tests/core/test_fit.py``).  Computed once, they let a caller free a
+    large frame before the fit, or refit row subsets without copying rows
+    (:func:`perfmodel.stats.intervals.cv_residuals`).  Only the features the
+    model (as fitted, e.g. ``seed_id`` for ``seed``) requires are computed.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A trace already through :func:`perfmodel.data.trace.validate_trace`
+        (``read_trace`` does it), with ``duration_ms``.
+    model : str or Model
+
+    Returns
+    -------
+    (dict of str -> float64 array, float64 array of ``duration_ms``)
+    """
+    import pandas as pd
+
+    from perfmodel.data.trace import step_features
+
+    m = get_model(model)
+    if m.fitted_as:
+        m = get_model(m.fitted_as)
+    if not isinstance(df, pd.DataFrame) or "duration_ms" not in df.columns:
+        raise InputError("trace_fit_data needs a validated step trace DataFrame with "
+                         "duration_ms")
+    return (step_features(df, keys=m.requires),
+            df["duration_ms"].to_numpy(float))
+
+
 def _prepare(data, y, model: Model, outlier_window, allow_degenerate: bool = False):
     """Features dict, y, and the dropped-row note, from a DataFrame or dict."""
     if isinstance(data, dict):
@@ -206,14 +241,15 @@ def _prepare(data, y, model: Model, outlier_window, allow_degenerate: bool = Fal
     else:
         import pandas as pd
 
-        from perfmodel.data.trace import step_features, validate_trace
+        from perfmodel.data.trace import validate_trace
 
         if not isinstance(data, pd.DataFrame):
             raise InputError(f"data must be a step trace DataFrame or a feature dict, got {type(data).__name__}")
         df = validate_trace(data, allow_degenerate=allow_degenerate)
-        feats = step_features(df)
-        y = df["duration_ms"].to_numpy(float) if y is None else _as_float_array("y", y)
+        feats, y_df = trace_fit_data(df, model)
+        y = y_df if y is None else _as_float_array("y", y)
         sha = df.attrs.get("sha256")
+        del df, y_df
     feats = model.check_features(feats)
     _check_feature_values(feats)
     n = len(next(iter(feats.values())))

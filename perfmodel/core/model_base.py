@@ -112,7 +112,7 @@ class Model:
         if not isinstance(feats, Mapping):
             from perfmodel.data.trace import step_features
 
-            feats = step_features(feats)
+            feats = step_features(feats, keys=self.requires)
         missing = [k for k in self.requires if k not in feats]
         if missing:
             hint = (

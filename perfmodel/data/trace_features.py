@@ -30,7 +30,7 @@ def has_context(df) -> bool:
     return all(c in df.columns and not df[c].isna().any() for c in LIST_COLUMNS)
 
 
-def step_features(df, *, counts_keys: bool = False) -> dict[str, np.ndarray]:
+def step_features(df, *, counts_keys: bool = False, keys=None) -> dict[str, np.ndarray]:
     """Compute the per-step features that the model family uses, from a trace.
 
     Problem: models see a step through a few numbers; read them from a trace
@@ -61,6 +61,10 @@ def step_features(df, *, counts_keys: bool = False) -> dict[str, np.ndarray]:
         is not needed.
     counts_keys : bool, default False
         Add the per-step request counts.
+    keys : collection of str, optional
+        Keep only these features (e.g. a model's ``requires``): the others
+        are never stored, which bounds the memory of a large trace; each kept
+        one has the same bits as without ``keys``.  Default: all.
 
     Returns
     -------
@@ -78,6 +82,10 @@ def step_features(df, *, counts_keys: bool = False) -> dict[str, np.ndarray]:
         raise InputError(f"step_features: missing columns {missing} (columns present: "
                          f"{[str(c) for c in df.columns]}); pass the trace through "
                          "validate_trace first")
+    if keys is not None and (isinstance(keys, (str, bytes))
+                             or not all(isinstance(k, str) for k in keys)):
+        raise InputError(f"step_features: keys must be a collection of feature names, "
+                         f"got {keys!r}")
     problems: list[Problem] = []
     B = numeric_values(df, "batch_size", problems)
     S = numeric_values(df, "total_tokens", problems)
@@ -86,7 +94,7 @@ def step_features(df, *, counts_keys: bool = False) -> dict[str, np.ndarray]:
                          + f" [{ROW_CONVENTION}]")
     feats = {"B": B, "S": S}
     if not all(c in df.columns for c in LIST_COLUMNS):
-        return feats
+        return feats if keys is None else {k: v for k, v in feats.items() if k in keys}
     Lc, Lx = parse_list_cells(df["chunk_sizes"]), parse_list_cells(df["context_lens"])
     for col, L in (("chunk_sizes", Lc), ("context_lens", Lx)):
         if (~L.ok).any():
@@ -96,25 +104,28 @@ def step_features(df, *, counts_keys: bool = False) -> dict[str, np.ndarray]:
     if problems:
         raise InputError("step_features: " + "; ".join(p.message() for p in problems)
                          + f" [{ROW_CONVENTION}]; pass the trace through validate_trace first")
-    f = _blockwise_features(Lc.flat, Lx.flat, Lc.counts, counts_keys)
+    want = None if keys is None else set(keys) - set(feats)
+    f = _blockwise_features(Lc.flat, Lx.flat, Lc.counts, counts_keys, want)
     feats.update((k, v) for k, v in f.items() if k not in feats)
-    return feats
+    return feats if keys is None else {k: v for k, v in feats.items() if k in keys}
 
 
 #: requests per block of the feature kernel (bounds its float64 temporaries to some 10 MB each)
 FEATURE_BLOCK = 1 << 20
 
 
-def _blockwise_features(chunks, contexts, counts, counts_keys: bool) -> dict[str, np.ndarray]:
+def _blockwise_features(chunks, contexts, counts, counts_keys: bool,
+                        keys=None) -> dict[str, np.ndarray]:
     """:func:`request_features` over blocks of whole steps, concatenated.
 
     Every feature is a per-step reduction over that step's requests in their
     order, so a block gives the same bits as the whole trace (the kernel's
     Numerics); only the temporaries shrink from the whole trace's requests
-    to a block's.
+    to a block's.  ``keys``: store only these features (default: all).
     """
     if chunks.size <= FEATURE_BLOCK:
-        return request_features(chunks, contexts, counts, counts_keys=counts_keys)
+        f = request_features(chunks, contexts, counts, counts_keys=counts_keys)
+        return f if keys is None else {k: v for k, v in f.items() if k in keys}
     ends = np.cumsum(counts)
     out: dict[str, np.ndarray] = {}
     row = 0
@@ -126,6 +137,8 @@ def _blockwise_features(chunks, contexts, counts, counts_keys: bool) -> dict[str
         part = request_features(chunks[first:last], contexts[first:last],
                                 counts[row:stop], counts_keys=counts_keys)
         for k, v in part.items():  # written into the result: no second copy to concatenate
+            if keys is not None and k not in keys:
+                continue
             if k not in out:
                 out[k] = np.empty(counts.size, dtype=v.dtype)
             out[k][row:stop] = v

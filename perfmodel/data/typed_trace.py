@@ -98,7 +98,9 @@ def batches(p: Path, fmt: str, list_cols: list[str]):
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
-        yield from pq.ParquetFile(p).iter_batches(batch_size=BATCH_ROWS)
+        # pre_buffer=False: Arrow's pre-buffering cache keeps every row group's compressed
+        # bytes until the file is closed (some 200 MB more at the peak of a 5M-step trace)
+        yield from pq.ParquetFile(p, pre_buffer=False).iter_batches(batch_size=BATCH_ROWS)
         return
     import pyarrow.csv as pcsv
 
@@ -128,32 +130,82 @@ def read_typed(p: Path, fmt: str, is_list: Callable[[str], bool]) -> pd.DataFram
     object per cell).  Raises :class:`NotCanonical` for anything else (list
     cells not in the ``'a;b;c'`` form, columns of other types): the caller's
     general reader then reads the file and reports its problems.
+
+    Memory: each batch's numeric and list columns are copied into compact
+    numpy pieces as the batch arrives and the batch is dropped (Arrow's pool
+    handed back), so the file's decoded batches never all exist next to
+    the result; the pieces are then joined one column at a time, each piece
+    freed once copied (:class:`_Pieces`).
     """
     import pyarrow as pa
 
     names: list[str] | None = None
-    lists: dict[str, list] = {}
-    plain: dict[str, list] = {}
+    cols: dict[str, _Pieces] = {}
+    pool = pa.default_memory_pool()
     try:
         for b in batches(p, fmt, list_names(p, fmt, is_list)):
             if names is None:
                 names = list(b.schema.names)
                 if len(set(names)) != len(names):
                     raise NotCanonical
-                lists = {c: [] for c in names if is_list(c)}
-                plain = {c: [] for c in names if c not in lists}
-            for c in lists:
-                lists[c].append(typed_list(b.column(c)))
-            for c in plain:
-                col = b.column(c)
-                if not plain_type(col.type):
-                    raise NotCanonical
-                plain[c].append(col)
+                cols = {c: _Pieces(is_list(c)) for c in names}
+            for c in names:
+                cols[c].add(b.column(c))
+            del b
+            pool.release_unused()
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         raise NotCanonical from None
     if not names:
         raise NotCanonical
-    return typed_frame(names, plain, lists)
+    return typed_frame(names, cols)
+
+
+class _Pieces:
+    """One column of the typed reader, batch by batch, as compact numpy pieces.
+
+    A list column keeps per batch its offsets (from 0) and items (of the
+    batch's smallest integer type, :func:`typed_list`); a numeric column
+    without nulls its values.  A plain column of another kind (text,
+    booleans, a numeric batch with nulls) keeps the Arrow batches and is
+    converted by pandas at the end, as one chunked array.
+    """
+
+    def __init__(self, is_list: bool):
+        self.is_list = is_list
+        self.pieces: list = []
+        self.arrow: list | None = None  # Arrow batches, once a batch is not plain numbers
+
+    def add(self, col) -> None:
+        import pyarrow as pa
+
+        if self.is_list:
+            typed = typed_list(col)
+            off = typed.offsets.to_numpy()
+            self.pieces.append((off - off[0], np.array(typed.values.to_numpy()[off[0]:off[-1]])))
+            return
+        if not plain_type(col.type):
+            raise NotCanonical
+        numeric = (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)) \
+            and not col.null_count
+        if self.arrow is None and not numeric:  # back to Arrow for the batches so far
+            self.arrow = [pa.array(v) for v in self.pieces]
+            self.pieces = []
+        if self.arrow is not None:
+            self.arrow.append(col)
+        else:
+            self.pieces.append(np.array(col.to_numpy()))  # a copy: the batch can go
+
+    def column(self):
+        """The whole column: a numpy array, an Arrow list Series, or pandas' conversion."""
+        import pyarrow as pa
+
+        if self.is_list:
+            return _one_list_column(self.pieces)
+        if self.arrow is not None:
+            ch = pa.chunked_array(self.arrow)
+            self.arrow = None
+            return ch.to_pandas()
+        return _one_numpy_column(self.pieces)
 
 
 def list_names(p: Path, fmt: str, is_list: Callable[[str], bool]) -> list[str]:
@@ -164,48 +216,34 @@ def list_names(p: Path, fmt: str, is_list: Callable[[str], bool]) -> list[str]:
     return [str(c) for c in head.columns if is_list(str(c))]
 
 
-def typed_frame(names: list[str], plain: dict, lists: dict) -> pd.DataFrame:
-    """The DataFrame of the typed reader: plain columns as numpy/str, lists compact."""
+def typed_frame(names: list[str], cols: dict) -> pd.DataFrame:
+    """The DataFrame of the typed reader from each column's :class:`_Pieces`, one at a time."""
     import pyarrow as pa
 
     pool = pa.default_memory_pool()
-    cols = {}
+    out = {}
     for c in names:
-        if c in lists:
-            cols[c] = _one_list_column(lists.pop(c))
-        else:
-            chunks = plain.pop(c)
-            numeric = all((pa.types.is_integer(ch.type) or pa.types.is_floating(ch.type))
-                          and not ch.null_count for ch in chunks)
-            if numeric and chunks:
-                cols[c] = _one_numpy_column(chunks)
-            else:
-                ch = pa.chunked_array(chunks)
-                cols[c] = ch.to_pandas()
-                del ch
-            del chunks
+        out[c] = cols.pop(c).column()
         pool.release_unused()  # this column's batches: back to the system before the next
-    return pd.DataFrame(cols, copy=False)
+    return pd.DataFrame(out, copy=False)
 
 
-def _one_numpy_column(chunks: list) -> np.ndarray:
-    """Batches of one numeric type without nulls as one numpy array, each dropped once copied.
-
-    The array is numpy's, not the Arrow pool's: once the batches are gone
-    the pool holds (almost) nothing and hands its memory back.
-    """
-    out = np.empty(sum(len(ch) for ch in chunks), chunks[0].type.to_pandas_dtype())
+def _one_numpy_column(pieces: list) -> np.ndarray:
+    """Numpy pieces of one numeric type as one array, each piece dropped once copied."""
+    if len(pieces) == 1:
+        return pieces.pop()
+    out = np.empty(sum(len(v) for v in pieces), pieces[0].dtype)
     at = 0
-    while chunks:
-        ch = chunks.pop(0)
-        out[at:at + len(ch)] = ch.to_numpy()
-        at += len(ch)
-        del ch
+    while pieces:
+        v = pieces.pop(0)
+        out[at:at + len(v)] = v
+        at += len(v)
+        del v
     return out
 
 
-def _one_list_column(chunks: list) -> pd.Series:
-    """Batches of ``list<intN>`` as one Arrow list column in the widest of their item types.
+def _one_list_column(pieces: list) -> pd.Series:
+    """Per-batch ``(offsets, items)`` as one Arrow list column in the widest item type.
 
     The items and offsets are copied into numpy arrays of the final size,
     one batch at a time, each batch dropped once copied, and handed to Arrow
@@ -215,25 +253,22 @@ def _one_list_column(chunks: list) -> pd.Series:
     """
     import pyarrow as pa
 
-    widest = max((ch.type.value_type.bit_width for ch in chunks), default=16)
-    dtype = np.dtype(f"int{widest}")
+    dtype = np.dtype(f"int{max((v.dtype.itemsize * 8 for _, v in pieces), default=16)}")
     t = pa.list_(pa.from_numpy_dtype(dtype))
-    n_rows = sum(len(ch) for ch in chunks)
-    n_items = sum(len(ch.values) for ch in chunks)
+    n_rows = sum(len(off) - 1 for off, _ in pieces)
+    n_items = sum(len(v) for _, v in pieces)
     if n_items >= 2**31:  # beyond 32-bit list offsets: the general reader takes the file
         raise NotCanonical
     items = np.empty(n_items, dtype)
     offsets = np.empty(n_rows + 1, np.int32)
     offsets[0] = 0
     row = item = 0
-    while chunks:
-        ch = chunks.pop(0)
-        off = ch.offsets.to_numpy()
-        k = int(off[-1] - off[0])
-        items[item:item + k] = ch.values.to_numpy()[off[0]:off[-1]]
-        offsets[row + 1:row + 1 + len(ch)] = off[1:] - off[0] + item
-        row, item = row + len(ch), item + k
-        del ch, off
+    while pieces:
+        off, v = pieces.pop(0)
+        items[item:item + len(v)] = v
+        offsets[row + 1:row + len(off)] = off[1:] + item
+        row, item = row + len(off) - 1, item + len(v)
+        del off, v
     arr = pa.ListArray.from_arrays(pa.array(offsets), pa.array(items))
     return pd.Series(pd.arrays.ArrowExtensionArray(pa.chunked_array([arr], t)))
 
@@ -292,12 +327,13 @@ def text_list_to_arrow(series) -> pd.Series:
 
     name = str(series.name)
     arr = pa.array(pd.Series(series, dtype=object).to_numpy(dtype=object), type=pa.string())
+    col = _Pieces(is_list=True)
     try:
-        typed = typed_list(arr)
+        col.add(arr)
     except NotCanonical:
         raise InputError(f"column {name!r}: cells are not integers joined by ';'; pass the "
                          "trace through validate_trace first") from None
-    return typed_frame([name], {}, {name: [typed]})[name].set_axis(series.index)
+    return col.column().set_axis(series.index)
 
 
 def write_parquet(df: pd.DataFrame, path, *, force: bool = False) -> Path:

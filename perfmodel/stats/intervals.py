@@ -248,30 +248,55 @@ def cluster_conformal_bounds(scores, clusters, level, n_sub: int = SUBSAMPLES,
     clusters for that level).
     """
     level = _level(level)
+    s, codes, m = _cluster_codes(scores, clusters)
+    if isinstance(n_sub, bool) or not isinstance(n_sub, int) or n_sub < 1:
+        raise InputError(f"n_sub must be an integer >= 1, got {n_sub!r}")
+    return _bounds_of_levels(s, codes, m, [level], n_sub, seed)[0]
+
+
+def _cluster_codes(scores, clusters) -> tuple[np.ndarray, np.ndarray, int]:
+    """Checked scores, their clusters coded 0..m-1 (one factorisation), and ``m``."""
     s = np.asarray(scores, dtype=float).ravel()
     g = np.asarray(clusters).ravel()
     if s.size == 0 or not np.all(np.isfinite(s)):
         raise InputError("scores must be a non-empty array of finite numbers")
     if g.shape != s.shape:
         raise InputError(f"clusters must hold one label per score ({s.size}), got {g.size}")
-    if isinstance(n_sub, bool) or not isinstance(n_sub, int) or n_sub < 1:
-        raise InputError(f"n_sub must be an integer >= 1, got {n_sub!r}")
     codes = pd.factorize(g)[0]
-    m = int(codes.max()) + 1
-    pos = (m + 1) * (1.0 - (1.0 - level) / 2.0)
-    if pos > m + _EPS:
-        return -math.inf, math.inf
+    return s, codes, int(codes.max()) + 1
+
+
+def _bounds_of_levels(s: np.ndarray, codes: np.ndarray, m: int, levels, n_sub: int,
+                      seed: int) -> list[tuple[float, float]]:
+    """:func:`cluster_conformal_bounds` at each of ``levels`` (checked), sharing the work.
+
+    The sorted one-score-per-cluster draws do not depend on the level: they
+    are drawn (same seed, so the same draws) and sorted once for all levels,
+    which gives each level the bits of its own call.
+    """
+    x = None
+    out = []
+    for level in levels:
+        pos = (m + 1) * (1.0 - (1.0 - level) / 2.0)
+        if pos > m + _EPS:
+            out.append((-math.inf, math.inf))
+            continue
+        if x is None:
+            x = _sorted_draws(s, codes, m, n_sub, seed)
+        out.append((float(np.mean(_type6(x, m + 1 - pos))), float(np.mean(_type6(x, pos)))))
+    return out
+
+
+def _sorted_draws(s: np.ndarray, codes: np.ndarray, m: int, n_sub: int,
+                  seed: int) -> np.ndarray:
+    """One score per cluster, ``n_sub`` draws, each sorted (the scores sorted when m = n)."""
     if m == s.size:
-        x = np.sort(s)[None, :]
-    else:
-        order = np.lexsort((s, codes))
-        size = np.bincount(codes)
-        start = np.r_[0, np.cumsum(size)[:-1]]
-        u = np.random.default_rng(seed).random((n_sub, m))
-        x = np.sort(s[order][start + np.floor(u * size).astype(int)], axis=1)
-    hi = float(np.mean(_type6(x, pos)))
-    lo = float(np.mean(_type6(x, m + 1 - pos)))
-    return lo, hi
+        return np.sort(s)[None, :]
+    order = np.lexsort((s, codes))
+    size = np.bincount(codes)
+    start = np.r_[0, np.cumsum(size)[:-1]]
+    u = np.random.default_rng(seed).random((n_sub, m))
+    return np.sort(s[order][start + np.floor(u * size).astype(int)], axis=1)
 
 
 def interval_regimes(df: pd.DataFrame, mu, thresholds_ms,
@@ -294,9 +319,12 @@ def interval_regimes(df: pd.DataFrame, mu, thresholds_ms,
     mu = np.asarray(mu, dtype=float)
     if mu.shape != (len(df),):
         raise InputError(f"mu must hold one prediction per row ({len(df)}), got {mu.shape}")
-    phase = regime(df, prefill_ratio=prefill_ratio).astype(str).to_numpy(dtype=object)
+    reg = regime(df, prefill_ratio=prefill_ratio)
     t1, t2 = (float(v) for v in thresholds_ms)
-    length = np.where(mu < t1, "short", np.where(mu >= t2, "long", "medium")).astype(object)
+    # labels taken from one object per label, not one string per step (5M steps: some
+    # 600 MB less)
+    phase = np.array([str(c) for c in reg.cat.categories], dtype=object)[reg.cat.codes.to_numpy()]
+    length = np.array(LENGTHS, dtype=object)[np.where(mu < t1, 0, np.where(mu >= t2, 2, 1))]
     return phase, length
 
 
@@ -336,34 +364,49 @@ def cv_residuals(fit, df: pd.DataFrame, *, scheme: str = "auto", k: int = 5, see
     (residuals, folds): residuals per kept row of ``df`` (NaN where a row is
     in no test fold), and a JSON-safe description of the folds.
     """
-    from perfmodel.core.fit import fit_model
-
     if scheme not in ("auto", "grouped", "blocked"):
         raise InputError(f"scheme must be 'auto', 'grouped' or 'blocked', got {scheme!r}")
     d = _kept(fit, df)
+    return _cv_residuals(fit, d, fold_groups(d, time_ordered=time_ordered, block=block),
+                         scheme=scheme, k=k, seed=seed, time_ordered=time_ordered, block=block,
+                         n_starts=n_starts, run_column=run_column)
+
+
+def _cv_residuals(fit, d: pd.DataFrame, groups: np.ndarray, *, scheme, k, seed, time_ordered,
+                  block, n_starts, run_column=None) -> tuple[np.ndarray, dict]:
+    """:func:`cv_residuals` of the kept rows ``d`` with their :func:`fold_groups` ``groups``."""
+    from perfmodel.core.fit import fit_model, trace_fit_data
+    from perfmodel.data.trace import validate_trace
+
     runs = None if run_column is None else run_labels(d, run_column)
-    opts = {"k": k, "seed": seed, "time_ordered": time_ordered, "block": block, "runs": runs}
+    kw = {"k": k, "seed": seed, "time_ordered": time_ordered, "block": block, "groups": groups,
+          "runs": runs}
     note, splits = "", None
     if scheme == "auto":
         timed = is_time_ordered(d) if time_ordered is None else bool(time_ordered)
         scheme = "blocked" if timed else "grouped"
         try:
-            splits = make_folds(d, scheme, **opts)
+            splits = make_folds(d, scheme, **kw)
         except InputError as e:  # a few groups too large for contiguous folds
             if scheme != "blocked":
                 raise
             scheme, note = "grouped", f"blocked folds impossible ({e}); grouped folds used"
     if splits is None:
-        splits = make_folds(d, scheme, **opts)
+        splits = make_folds(d, scheme, **kw)
     scale = scale_of(fit)
     y = d["duration_ms"].to_numpy(float)
     out = np.full(len(d), np.nan)
     o = fit.options
+    # the fit's features and step times of every kept row, once: each refit and its test
+    # fold take row subsets of these arrays instead of copies of the frame's rows (the same
+    # bits: a step's features do not depend on the other rows, perfmodel.data.features)
+    feats, y_fit = trace_fit_data(validate_trace(d), fit.model_name)
     for tr, te in splits:
-        f = fit_model(d.iloc[tr], fit.model_name, loss=o.get("loss", "linear"),
-                      relative=o.get("relative", "log"), scale=bool(o.get("scale", True)),
-                      n_starts=n_starts, seed=seed)
-        out[te] = scale.residual(y[te], f.predict(d.iloc[te]))
+        f = fit_model({k: v[tr] for k, v in feats.items()}, fit.model_name, y=y_fit[tr],
+                      loss=o.get("loss", "linear"), relative=o.get("relative", "log"),
+                      scale=bool(o.get("scale", True)), n_starts=n_starts, seed=seed)
+        out[te] = scale.residual(y[te], f.predict({k: v[te] for k, v in feats.items()}))
+        del f
     folds = {"scheme": scheme, "k": int(k), "seed": int(seed), "block": int(block),
              "time_ordered": time_ordered, "n_steps": int(np.isfinite(out).sum()),
              "refit_starts": int(n_starts), **({"note": note} if note else {}),
@@ -413,10 +456,9 @@ def _pool(scores: np.ndarray, groups: np.ndarray, clusters: np.ndarray, levels) 
         return {"n": int(scores.size), "lower": [None] * len(levels),
                 "upper": [None] * len(levels)}
     cs = intraclass_correlation(scores, groups)
-    m = int(pd.factorize(clusters)[0].max()) + 1
+    s, codes, m = _cluster_codes(scores, clusters)  # one factorisation, one draw for all levels
     lower, upper, tail = [], [], []
-    for lv in levels:
-        lo, hi = cluster_conformal_bounds(scores, clusters, lv)
+    for lv, (lo, hi) in zip(levels, _bounds_of_levels(s, codes, m, levels, SUBSAMPLES, 0)):
         tail.append(not (math.isfinite(hi) and math.isfinite(lo)))
         if tail[-1]:
             lo, hi = normal_tail_bounds(scores, lv, min(cs.n_eff, float(m)))
@@ -510,10 +552,13 @@ def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int 
     levels = [_level(v) for v in levels]
     if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
         raise InputError(f"min_count must be an integer >= 1, got {min_count!r}")
-    resid, folds = cv_residuals(fit, df, scheme=scheme, k=k, seed=seed,
-                                time_ordered=time_ordered, block=block, n_starts=n_starts,
-                                run_column=run_column)
+    if scheme not in ("auto", "grouped", "blocked"):
+        raise InputError(f"scheme must be 'auto', 'grouped' or 'blocked', got {scheme!r}")
     d = _kept(fit, df)
+    groups = fold_groups(d, time_ordered=time_ordered, block=block)  # once: folds and pools
+    resid, folds = _cv_residuals(fit, d, groups, scheme=scheme, k=k, seed=seed,
+                                 time_ordered=time_ordered, block=block, n_starts=n_starts,
+                                 run_column=run_column)
     if run_column is None:
         runs = {"calibration": WITHIN_RUN, "n_runs": 1}
     else:
@@ -523,7 +568,6 @@ def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int 
     mu = fit.predict(d)
     thresholds = [float(f"{v:.6g}") for v in np.quantile(mu, [1 / 3, 2 / 3])]
     phase, length = interval_regimes(d, mu, thresholds, prefill_ratio)
-    groups = fold_groups(d, time_ordered=time_ordered, block=block)
     clusters = calibration_clusters(d)
     ok = np.isfinite(resid)
     pools = {ALL: _pool(resid[ok], groups[ok], clusters[ok], levels)}

@@ -66,8 +66,8 @@ def regime(df: pd.DataFrame, prefill_ratio: float = 32.0) -> pd.Series:
         smallest = row_reduce(col.flat.astype(float), col.counts, "min")
         no_decode = col.ok & (col.counts > 0) & (smallest > 1)
     heavy = ~decode & ((S / B >= prefill_ratio) | no_decode)
-    lab = np.where(decode, REGIMES[0], np.where(heavy, REGIMES[2], REGIMES[1]))
-    return pd.Series(pd.Categorical(lab, categories=list(REGIMES)), index=df.index,
+    code = np.where(decode, 0, np.where(heavy, 2, 1)).astype(np.int8)  # no text per step
+    return pd.Series(pd.Categorical.from_codes(code, categories=list(REGIMES)), index=df.index,
                      name="regime")
 
 

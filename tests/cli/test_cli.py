@@ -528,3 +528,31 @@ def test_across_run_calibration_refuses_one_run(tmp_path, run):
         rc, _, err = run(["fit", *args, "-o", out, "--model", "seed_id", "--starts", "1"])
         assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1, err
         assert not out.exists()
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_fit_without_intervals_is_fit_model_of_the_trace_bit_for_bit(tmp_path, run, fmt):
+    """perfmodel fit frees the frame before the fit: its FIT.json is still fit_model(df)'s."""
+    from perfmodel._io import json_safe
+    from perfmodel.cli.main import resolve_model
+    from perfmodel.core.fit import fit_model
+    from perfmodel.data.trace import read_trace
+
+    trace = EXAMPLE
+    if fmt == "parquet":
+        pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (perfmodel[parquet])")
+        trace = tmp_path / "t.parquet"
+        assert run(["convert", EXAMPLE, "-o", trace])[0] == 0
+    out = tmp_path / "f.json"
+    rc, _, err = run(["fit", trace, "-o", out, "--intervals", "none", "--starts", "3"])
+    assert rc == 0, err
+    got = json.loads(out.read_text())
+    df = read_trace(trace, lists="arrow")
+    o = got["options"]
+    res = fit_model(df, resolve_model("auto", df), loss=o["loss"], relative=o["relative"],
+                    n_starts=3, seed=o["seed"], scale=o["scale"])
+    want = json.loads(json.dumps(json_safe(res.summary())))
+    for d in (got, want):
+        for k in ("created", "trace", "trace_sha256"):
+            d["provenance"].pop(k, None)
+    assert got == want

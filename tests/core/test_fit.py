@@ -211,3 +211,27 @@ def test_fit_model_and_calibrate_share_the_race():
     from perfmodel.core import fit
 
     assert cal.race_starts is fit.race_starts
+
+
+@pytest.mark.parametrize("large_rows", [None, 100])
+def test_a_fit_of_trace_fit_data_is_the_fit_of_the_trace_bit_for_bit(large_rows):
+    """fit_model(df) and fit_model(*trace_fit_data(df)) (what perfmodel fit does): same bits."""
+    from perfmodel.core.fit import trace_fit_data
+    from perfmodel.core.synthetic import simulate_trace  # a test may import any layer
+    from perfmodel.data.trace import validate_trace
+
+    df = validate_trace(simulate_trace(n=400, noise="multiplicative", seed=3))
+    for model in ("seed", "seed_ctx_mono"):
+        a = fit_model(df, model, n_starts=3, large_rows=large_rows)
+        feats, y = trace_fit_data(df, model)
+        assert set(feats) == set(get_model(a.fitted_model_name).requires)
+        b = fit_model(feats, model, y=y, n_starts=3, large_rows=large_rows)
+        sa, sb = a.summary(), b.summary()
+        for s in (sa, sb):
+            s["provenance"].pop("created")
+            s["provenance"].pop("trace_sha256")
+        assert sa == sb
+        for name in ("values", "cov", "residuals", "fitted"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    with pytest.raises(InputError, match="trace_fit_data needs"):
+        trace_fit_data(df.drop(columns="duration_ms"), "seed")

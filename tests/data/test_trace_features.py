@@ -102,3 +102,23 @@ def test_blockwise_features_equal_the_whole_trace(tmp_path, monkeypatch, lists):
     assert set(blocks) == set(whole)
     for k in whole:
         np.testing.assert_array_equal(whole[k], blocks[k])
+
+
+@pytest.mark.parametrize("lists", ["arrow", "text"])
+def test_step_features_keys_keeps_the_same_bits_of_the_named_features(tmp_path, lists):
+    pytest.importorskip("pyarrow", reason="Arrow list columns need pyarrow (perfmodel[parquet])")
+    from perfmodel.core.synthetic import simulate_trace  # a test may import any layer
+
+    p = tmp_path / "t.csv"
+    simulate_trace(n=300, noise="multiplicative", seed=2).to_csv(p, index=False)
+    df = read_trace(p, lists=lists)
+    every = step_features(df, counts_keys=True)
+    for keys in (("B", "S"), ("S", "attn_prefill", "ctx_sum"), ("n_decode",)):
+        some = step_features(df, counts_keys=True, keys=keys)
+        assert set(some) == set(keys)
+        for k in keys:
+            np.testing.assert_array_equal(some[k], every[k])
+    no_lists = df.drop(columns=["chunk_sizes", "context_lens"])
+    assert set(step_features(no_lists, keys=("B", "attn"))) == {"B"}
+    with pytest.raises(InputError, match="keys must be a collection"):
+        step_features(df, keys="attn")

@@ -156,3 +156,21 @@ def test_typed_read_in_small_batches_equals_the_general_read_with_the_same_dtype
     _same_values(small, T.read_trace(trace_csv))
     arr = small["chunk_sizes"].array.__arrow_array__()
     assert arr.num_chunks == 1  # one chunk: its items reach numpy without a copy
+
+
+def test_a_numeric_column_with_nulls_in_a_later_batch_reads_as_the_general_reader(
+        tmp_path, monkeypatch):
+    """Batches already kept as numpy pieces go back to Arrow once a batch has a null."""
+    monkeypatch.setattr(TT, "BATCH_ROWS", 2)
+    p = tmp_path / "t.csv"
+    pd.DataFrame({"B": [1, 2, 1, 2, 1, 2], "S": [1, 3, 1, 3, 1, 2],
+                  "T": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+                  "extra": [1, 2, 3, 4, None, 6], "note": list("abcdef"),
+                  "chunk_sizes": ["1", "2;1", "1", "1;2", "1", "1;1"],
+                  "context_lens": ["0", "5;6", "7", "8;9", "1", "2;3"]}).to_csv(p, index=False)
+    typed, text = T.read_trace(p, lists="arrow"), T.read_trace(p)
+    assert typed.attrs["reader"] == "typed"
+    assert typed["extra"].dtype == text["extra"].dtype == np.float64
+    np.testing.assert_array_equal(typed["extra"].to_numpy(), text["extra"].to_numpy())
+    assert typed["note"].tolist() == list("abcdef")
+    _same_values(typed.drop(columns="note"), text.drop(columns="note"))

@@ -455,3 +455,36 @@ def test_make_folds_with_runs_are_the_plain_folds_divided_by_run(data, time_orde
                                     sorted(expect, key=lambda s: s[1][0])):
         assert np.array_equal(tr, etr) and np.array_equal(te, ete)
         assert len(set(runs[te])) == 1 and not set(runs[tr]) & set(runs[te])
+
+
+def test_make_folds_with_the_groups_given_is_make_folds_computing_them():
+    from perfmodel.core.synthetic import simulate_trace  # a test may import any layer
+    from perfmodel.stats.folds import fold_groups, make_folds
+
+    d = simulate_trace(n=400, noise="multiplicative", seed=8)
+    g = fold_groups(d, block=10)
+    for scheme in ("grouped", "blocked", "expanding"):
+        a = make_folds(d, scheme, k=3, block=10)
+        b = make_folds(d, scheme, k=3, block=10, groups=g)
+        assert len(a) == len(b)
+        for (ta, ea), (tb, eb) in zip(a, b):
+            np.testing.assert_array_equal(ta, tb)
+            np.testing.assert_array_equal(ea, eb)
+    with pytest.raises(InputError, match="one integer group per step"):
+        make_folds(d, "grouped", k=3, groups=g[:-1])
+
+
+def test_ngroups_are_the_codes_of_a_pandas_grouping():
+    """Pairwise factorisation numbers row tuples as groupby(sort=False).ngroup() does."""
+    from perfmodel.stats.folds import _ngroups
+
+    rng = np.random.default_rng(9)
+    n = 2000
+    parts = [rng.integers(-1, 4, n), rng.integers(0, 3, n),
+             rng.integers(-2**63, 2**63 - 1, n, dtype=np.int64) % 5 * (2**61)]
+    frame = pd.DataFrame({i: p for i, p in enumerate(parts)})
+    want = frame.groupby(list(frame.columns), sort=False).ngroup().to_numpy()
+    got = _ngroups(parts)
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == np.int64 and got[0] == 0 and np.all(np.diff(np.maximum.accumulate(got)) <= 1)
+    np.testing.assert_array_equal(_ngroups([parts[0]]), pd.factorize(parts[0])[0])

@@ -300,3 +300,53 @@ def test_a_damaged_runs_record_is_refused():
                 {"calibration": "within-run", "n_runs": 0}):
         with pytest.raises(InputError, match="runs"):
             check_interval_calibration({**cal, "runs": bad})
+
+
+def test_cv_residuals_are_those_of_refits_on_row_copies_bit_for_bit():
+    """Refits on row subsets of the features (no frame copies) give the frames' bits."""
+    from perfmodel.core.scale import scale_of
+    from perfmodel.stats.intervals import cv_residuals
+    from perfmodel.stats.validation import make_folds
+
+    d = simulate_trace(n=600, noise="multiplicative", seed=5)
+    fit = fit_model(d, "seed_ctx_mono", n_starts=2)
+    got, folds = cv_residuals(fit, d, scheme="grouped", k=3, n_starts=2)
+    want = np.full(len(d), np.nan)
+    y, scale = d["duration_ms"].to_numpy(float), scale_of(fit)
+    for tr, te in make_folds(d, "grouped", k=3, seed=0):
+        f = fit_model(d.iloc[tr], fit.model_name, n_starts=2, seed=0)
+        want[te] = scale.residual(y[te], f.predict(d.iloc[te]))
+    assert np.isfinite(got).sum() == folds["n_steps"] > 0
+    np.testing.assert_array_equal(got, want)
+
+
+def test_bounds_of_all_levels_at_once_are_those_of_one_level_at_a_time():
+    """One factorisation and one set of draws for every level: each level's own bits."""
+    from perfmodel.stats.intervals import LEVELS, _bounds_of_levels, _cluster_codes
+
+    rng = np.random.default_rng(3)
+    scores = rng.standard_normal(400)
+    for clusters in (np.arange(400), rng.integers(0, 30, 400).astype(str), np.zeros(400)):
+        s, codes, m = _cluster_codes(scores, clusters)
+        assert m == len(set(clusters.tolist()))
+        many = _bounds_of_levels(s, codes, m, LEVELS, 50, 7)
+        one = [cluster_conformal_bounds(scores, clusters, lv, n_sub=50, seed=7) for lv in LEVELS]
+        assert many == one
+    assert math.isinf(many[-1][1])  # one cluster: no finite rank at any level
+    with pytest.raises(InputError, match="one label per score"):
+        _cluster_codes(scores, np.arange(3))
+
+
+def test_interval_regimes_are_the_labels_of_each_step():
+    """One object per label shared by the steps: the same labels as a string per step."""
+    from perfmodel.stats.intervals import interval_regimes
+
+    d = simulate_trace(n=300, noise="multiplicative", seed=6)
+    mu = d["duration_ms"].to_numpy(float)
+    t = np.quantile(mu, [1 / 3, 2 / 3])
+    phase, length = interval_regimes(d, mu, t)
+    assert phase.dtype == object and length.dtype == object
+    assert phase.tolist() == regime(d).astype(str).tolist()
+    want = np.where(mu < t[0], "short", np.where(mu >= t[1], "long", "medium"))
+    assert length.tolist() == want.tolist()
+    assert {"short", "medium", "long"} == set(length.tolist())
