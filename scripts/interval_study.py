@@ -292,29 +292,22 @@ def main(argv=None) -> int:
         tables.append(summarise(name, pd.concat(steps, ignore_index=True)))
     from perfmodel._io import atomic_write_text
 
-    if tables:
-        table = pd.concat(tables, ignore_index=True)
+    def emit(table: pd.DataFrame, suffix: str) -> None:
+        """Print a result table; with --out also write it (``suffix`` added to the file stem)."""
         with pd.option_context("display.max_rows", None, "display.width", 200):
             print(table.to_string(index=False))
         if args.out:
-            atomic_write_text(args.out, table.to_csv(index=False), force=True)
+            out = Path(args.out)
+            atomic_write_text(out.with_name(out.stem + suffix + out.suffix),
+                              table.to_csv(index=False), force=True)
+
+    if tables:
+        emit(pd.concat(tables, ignore_index=True), "")
     if args.transfer:
-        tt = transfer(Path(args.cpu_root), args.starts)
-        with pd.option_context("display.max_rows", None, "display.width", 200):
-            print(tt.to_string(index=False))
-        if args.out:
-            out = Path(args.out)
-            atomic_write_text(out.with_name(out.stem + "-transfer.csv"),
-                              tt.to_csv(index=False), force=True)
+        emit(transfer(Path(args.cpu_root), args.starts), "-transfer")
     if args.across_runs:
-        ar = across_runs(Path(args.cpu_root), Path(args.gpu_root) if args.gpu_root else None,
-                         args.starts)
-        with pd.option_context("display.max_rows", None, "display.width", 200):
-            print(ar.to_string(index=False))
-        if args.out:
-            out = Path(args.out)
-            atomic_write_text(out.with_name(out.stem + "-across-runs.csv"),
-                              ar.to_csv(index=False), force=True)
+        emit(across_runs(Path(args.cpu_root), Path(args.gpu_root) if args.gpu_root else None,
+                         args.starts), "-across-runs")
     return 0
 
 

@@ -51,8 +51,10 @@ The stored object (JSON, self-contained)
     the column whose rows were one cluster (``'config'``), or ``'steps'``.
 ``runs`` (optional)
     which calibration made the scores: ``{'calibration': 'within-run',
-    'n_runs': 1}`` (folds inside the trace taken as one run; a calibration
-    without the key was made so) or ``{'calibration': 'across-runs',
+    'n_runs': m}`` (folds inside the trace taken as one run; ``m`` > 1 when
+    several runs were pooled, e.g. several traces with ``--interval-calibration
+    within-run``; a calibration without the key was made on one run) or
+    ``{'calibration': 'across-runs',
     'column': c, 'n_runs': m, 'labels': [...]}`` (every score from a refit on
     the other runs of column ``c``, ``m >= 2``).
 

@@ -118,6 +118,7 @@ from perfmodel.core.interval_calibration import (
     pool_chain,
 )
 from perfmodel.core.scale import get_scale, scale_of
+from perfmodel.data.trace_read import RUN_COLUMN
 from perfmodel.errors import InputError
 from perfmodel.stats.predictive import _level  # the one check of an interval level
 from perfmodel.stats.validation import (
@@ -559,8 +560,9 @@ def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int 
     resid, folds = _cv_residuals(fit, d, groups, scheme=scheme, k=k, seed=seed,
                                  time_ordered=time_ordered, block=block, n_starts=n_starts,
                                  run_column=run_column)
-    if run_column is None:
-        runs = {"calibration": WITHIN_RUN, "n_runs": 1}
+    if run_column is None:  # within the trace; several runs read by read_runs are pooled
+        pooled = int(d[RUN_COLUMN].nunique()) if RUN_COLUMN in d.columns else 1
+        runs = {"calibration": WITHIN_RUN, "n_runs": max(pooled, 1)}
     else:
         labels = sorted(set(run_labels(d, run_column)))
         runs = {"calibration": ACROSS_RUNS, "column": run_column, "n_runs": len(labels),
@@ -593,6 +595,9 @@ def runs_text(cal: dict) -> str:
     if r["calibration"] == ACROSS_RUNS:
         return (f"calibrated across runs ({r['n_runs']} runs of column {r['column']!r}, "
                 f"each scored by refits on the other runs)")
+    if r["n_runs"] > 1:
+        return (f"calibrated within the pooled steps of {r['n_runs']} runs (folds mix the runs: "
+                "no run-to-run shift in the scores)")
     return "calibrated within one run (no run-to-run shift in the scores)"
 
 

@@ -501,11 +501,15 @@ def test_fit_of_several_traces_calibrates_across_runs_and_predict_says_so(tmp_pa
                            "--json"])
     assert rc == 0 and "calibrated across runs (2 runs" in err
     assert json.loads(stdout)["interval"]["calibration"]["n_runs"] == 2
-    # within-run on request: the same traces, no run-to-run shift in the scores
+    # within-run on request: the same traces pooled, no run-to-run shift in the scores; FIT.json
+    # and predict still say how many runs were pooled
     assert run(["fit", a, b, "-o", tmp_path / "w.json", "--model", "seed_id", "--starts", "1",
                 "--interval-calibration", "within-run"])[0] == 0
     w = json.loads((tmp_path / "w.json").read_text())["interval_calibration"]
-    assert w["runs"] == {"calibration": "within-run", "n_runs": 1}
+    assert w["runs"] == {"calibration": "within-run", "n_runs": 2}
+    rc, _, err = run(["predict", tmp_path / "w.json", a, "-o", tmp_path / "pw.csv",
+                      "--interval", "0.9"])
+    assert rc == 0 and "within the pooled steps of 2 runs" in err
 
 
 def test_fit_of_one_trace_calibrates_within_the_run(fit_json):
