@@ -60,7 +60,6 @@ def resolve_model(name: str, df) -> str:
 def cmd_fit(args):
     from perfmodel._parallel import check_backend
     from perfmodel.core.fit import fit_model, trace_fit_data
-    from perfmodel.data.trace import trace_sha256
 
     check_int_range("--starts", args.starts, 1)
     if args.bootstrap:
@@ -82,12 +81,10 @@ def cmd_fit(args):
                     seed=args.seed, outlier_window=window, scale=not args.no_scale,
                     allow_degenerate=args.allow_degenerate)
     del feats, y
-    if len(args.trace) == 1:
-        res.provenance["trace"] = str(args.trace[0])
-        res.provenance["trace_sha256"] = trace_sha256(args.trace[0])
-    else:
-        res.provenance["trace"] = [str(t) for t in args.trace]
-        res.provenance["trace_sha256"] = [trace_sha256(t) for t in args.trace]
+    # the reader hashed each file already: one hash, or one per run (read_trace / read_runs)
+    one = len(args.trace) == 1
+    res.provenance["trace"] = str(args.trace[0]) if one else [str(t) for t in args.trace]
+    res.provenance["trace_sha256"] = attrs["sha256"]
     if attrs.get("alias_map"):
         res.provenance["alias_map"] = attrs["alias_map"]
     if attrs.get("dropped"):
