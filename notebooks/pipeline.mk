@@ -64,6 +64,8 @@ $(NB_BUILD)/03_residual_diagnostics.ipynb $(NB_BUILD)/06_cross_validation.ipynb 
 # pinned by sha256 in the dataset registry): no local data dependency
 # 13_real_client replays the committed real-client series (vllm serve + vllm bench serve runs)
 $(NB_BUILD)/13_real_client.ipynb: $(wildcard data/vllm-serve/*/*/*)
+# 16_real_client_replicates replays the replicated series with the fit of the first series
+$(NB_BUILD)/16_real_client_replicates.ipynb: $(wildcard data/vllm-serve/*/*/*)
 # full mode tabulates the stored coverage study (scripts/coverage_study.py, ~20 min)
 $(NB_BUILD)/04_uncertainty.ipynb: $(wildcard paper/results/*)
 

@@ -15,6 +15,11 @@
 #                        --max-num-batched-tokens given)
 #   budget-tuned-<R>     BUDGET_RATE with TUNED_SEQS / TUNED_TOKENS (from `perfmodel tune`);
 #                        skipped when they are empty
+#   budget-{default,tuned}-<R>-rep<i>
+#                        with BUDGET_REPEATS > 1: the pair at every rate R in BUDGET_RATES,
+#                        BUDGET_REPEATS times; repeat i has its own seed (new requests and
+#                        arrivals), shared by both configurations (a paired comparison), and the
+#                        order of the pair alternates with i (drift of the host cancels)
 #
 # Duration on the project's 2-core host with the defaults (llama-small, 200 prompts per run,
 # 14 runs): about 25-30 minutes (30-50 s server start-up and a warm-up per run, then the
@@ -42,6 +47,7 @@ PY="$VENV/bin/python"; VLLM="$VENV/bin/vllm"
 : "${CONCURRENCIES=8 32}"           # "" for none
 : "${MAX_NUM_SEQS:=32}"; : "${MAX_NUM_BATCHED_TOKENS:=768}"
 : "${BUDGET_RATE:=12}"; : "${TUNED_SEQS:=}"; : "${TUNED_TOKENS:=}"
+: "${BUDGET_RATES:=$BUDGET_RATE}"; : "${BUDGET_REPEATS:=1}"
 : "${GOODPUT:=ttft:1000 tpot:50}"               # ms; bench's --goodput
 : "${KV_BYTES:=2G}"
 : "${SEED:=1}"
@@ -128,8 +134,27 @@ for i in $(seq "$REPEATS"); do one_run "repeat-$i" on "$REPEAT_RATE" "$((SEED + 
 for c in $CONCURRENCIES; do
   one_run "conc-$c" on inf "$s" "$LIMITS" --max-concurrency "$c"; s=$((s + 1))
 done
-[ "$BUDGET_RUNS" = 1 ] && one_run "budget-default-$BUDGET_RATE" on "$BUDGET_RATE" "$((SEED + 200))" ""
-if [ "$BUDGET_RUNS" != 1 ]; then
+if [ "$BUDGET_RUNS" = 1 ] && [ "$BUDGET_REPEATS" -gt 1 ]; then
+  if [ -z "$TUNED_SEQS" ] || [ -z "$TUNED_TOKENS" ]; then
+    say "BUDGET_REPEATS > 1 needs TUNED_SEQS and TUNED_TOKENS"; exit 2
+  fi
+  TUNED="--max-num-seqs $TUNED_SEQS --max-num-batched-tokens $TUNED_TOKENS"
+  for i in $(seq "$BUDGET_REPEATS"); do
+    for r in $BUDGET_RATES; do
+      seed=$((SEED + 200 + i))
+      if [ $((i % 2)) = 1 ]; then
+        one_run "budget-default-$r-rep$i" on "$r" "$seed" ""
+        one_run "budget-tuned-$r-rep$i" on "$r" "$seed" "$TUNED"
+      else
+        one_run "budget-tuned-$r-rep$i" on "$r" "$seed" "$TUNED"
+        one_run "budget-default-$r-rep$i" on "$r" "$seed" ""
+      fi
+    done
+  done
+fi
+[ "$BUDGET_RUNS" = 1 ] && [ "$BUDGET_REPEATS" = 1 ] && \
+  one_run "budget-default-$BUDGET_RATE" on "$BUDGET_RATE" "$((SEED + 200))" ""
+if [ "$BUDGET_RUNS" != 1 ] || [ "$BUDGET_REPEATS" -gt 1 ]; then
   :
 elif [ -n "$TUNED_SEQS" ] && [ -n "$TUNED_TOKENS" ]; then
   one_run "budget-tuned-$BUDGET_RATE" on "$BUDGET_RATE" "$((SEED + 200))" \

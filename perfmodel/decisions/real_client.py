@@ -59,7 +59,8 @@ from perfmodel.decisions.simulate.results import latency_stats
 from perfmodel.decisions.simulate.validation import estimate_step_overhead
 from perfmodel.errors import InputError
 
-__all__ = ["METRICS", "VLLM_CPU_SERVE_DEFAULTS", "attained", "budget_table", "capacity_check",
+__all__ = ["METRICS", "VLLM_CPU_SERVE_DEFAULTS", "attained", "budget_replicates", "budget_table",
+           "capacity_check",
            "client_delays", "client_loop", "error_table", "estimate_client_delays", "fit_run",
            "goodput", "repeat_spread", "replay_run", "run_limits", "validate_series"]
 
@@ -337,7 +338,7 @@ def _engine(limits: dict, overhead: float, delays: dict | None = None) -> Engine
 
 def validate_series(series, train: str, slo="ttft_p99=1000,tpot_p99=50", *,
                     replications: int = 20, seed: int = 0,
-                    client_round_trip: bool = True) -> dict:
+                    client_round_trip: bool = True, train_series=None) -> dict:
     """Fit on run ``train`` of ``series``, replay every run, and compute the capacity answer.
 
     Parameters
@@ -345,6 +346,9 @@ def validate_series(series, train: str, slo="ttft_p99=1000,tpot_p99=50", *,
     series : folder of run folders (each with ``bench.json``, ``meta.json``;
         the training run also ``steps.csv``)
     train : name of the run whose step log the model is fitted on
+    train_series : folder holding the run ``train`` when it is not in
+        ``series`` (None: ``series``).  Then every run of ``series`` is held
+        out: the confirmation of a model fitted and frozen on an earlier series
     slo : :class:`SLO` or its text form (``ttft_p99=MS,tpot_p99=MS``)
     replications : searches for the capacity interval (0: none)
     seed : base seed of :func:`~perfmodel.decisions.capacity.capacity`
@@ -367,15 +371,22 @@ def validate_series(series, train: str, slo="ttft_p99=1000,tpot_p99=50", *,
     root = Path(series)
     if not root.is_dir():
         raise InputError(f"series {str(root)!r} is not a folder")
+    troot = root if train_series is None else Path(train_series)
+    if not troot.is_dir():
+        raise InputError(f"train_series {str(troot)!r} is not a folder")
+    same = troot.resolve() == root.resolve()
     slo = slo if isinstance(slo, SLO) else SLO.parse(slo)
     runs = sorted(d for d in root.iterdir() if (d / "bench.json").is_file())
-    if train not in {d.name for d in runs}:
-        raise InputError(f"train {train!r} is not a run of {str(root)!r}")
-    fit, steps, overhead = fit_run(root / train)
-    delays = client_delays(root / train, steps, overhead) if client_round_trip else None
+    if not runs:
+        raise InputError(f"series {str(root)!r} has no run folder (with a bench.json)")
+    if not (troot / train / "bench.json").is_file():
+        raise InputError(f"train {train!r} is not a run of {str(troot)!r}")
+    fit, steps, overhead = fit_run(troot / train)
+    delays = client_delays(troot / train, steps, overhead) if client_round_trip else None
     result: dict[str, Any] = {"train": train, "model": fit.model_name, "n_steps": len(steps),
                               "step_overhead_ms": overhead, "client_delays": delays,
-                              "slo": slo.as_dict(), "runs": {}}
+                              "slo": slo.as_dict(), "runs": {},
+                              "train_series": None if same else str(troot)}
     for d in runs:
         lim, (rate, conc) = run_limits(d), client_loop(d)
         work, eng = load_workload(d / "bench.json"), _engine(lim, overhead, delays)
@@ -384,12 +395,12 @@ def validate_series(series, train: str, slo="ttft_p99=1000,tpot_p99=50", *,
         if closed is not None:
             res["open_loop_replay"] = replay_run(fit, work, eng, slo)
         res.update(engine=lim, request_rate=rate, max_concurrency=conc,
-                   held_out=d.name != train)
+                   held_out=not (same and d.name == train))
         result["runs"][d.name] = res
-    wt = load_workload(root / train / "bench.json")
+    wt = load_workload(troot / train / "bench.json")
     wl = Workload(prompt_tokens=wt["prompt_tokens"].to_numpy(),
                   output_tokens=wt["output_tokens"].to_numpy())
-    lim = run_limits(root / train)
+    lim = run_limits(troot / train)
     cap = capacity(fit, wl, slo, mode="rate", engine=_engine(lim, overhead, delays),
                    replications=replications, seed=seed)
     result["capacity"] = {"max_rate": cap["max_rate"], "interval": cap["interval"],
@@ -522,7 +533,8 @@ def budget_table(result, pairs=(("budget-default-{}", "budget-tuned-{}"),),
     runs = _check_result(result)["runs"]
     rows = []
     for fmt_d, fmt_t in pairs:
-        pat = re.compile(re.escape(fmt_d).replace(r"\{\}", r"(.+)") + "$")
+        # a rate: digits and a point (a replicate's ``-rep<i>`` is budget_replicates')
+        pat = re.compile(re.escape(fmt_d).replace(r"\{\}", r"([0-9]+(?:\.[0-9]+)?)") + "$")
         found = sorted((float(m.group(1)), m.group(1)) for n in runs if (m := pat.match(n)))
         for rate, txt in found:
             if rates is not None and rate not in rates:
@@ -539,3 +551,83 @@ def budget_table(result, pairs=(("budget-default-{}", "budget-tuned-{}"),),
     if not rows:
         raise InputError("no budget-default-<rate> / budget-tuned-<rate> runs in result")
     return pd.DataFrame(rows)
+
+
+_REPLICATE = re.compile(r"budget-(default|tuned)-(.+)-rep(\d+)$")
+
+
+def budget_replicates(result) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Replicated token-budget pairs: per run, and per rate the paired difference.
+
+    Problem
+    -------
+    One run per configuration cannot say whether a goodput difference between
+    vLLM's default limits and a tuned budget is more than run-to-run noise.
+    ``scripts/collect_vllm_serve.sh`` with ``BUDGET_REPEATS`` > 1 runs the
+    pair ``budget-default-<rate>-rep<i>`` / ``budget-tuned-<rate>-rep<i>``
+    with one seed per repeat i (the same requests and arrivals for both
+    configurations: a paired design).
+
+    Returns
+    -------
+    per_run : DataFrame, one row per run: ``rate``, ``rep``, ``config``,
+        ``max_num_seqs``, ``max_num_batched_tokens``, ``n`` (requests),
+        ``goodput measured`` / ``goodput predicted`` (req/s),
+        ``attainment measured`` / ``attainment predicted``
+    per_rate : DataFrame, one row per rate: ``reps`` (complete pairs), per
+        configuration the mean goodput measured and predicted and the pooled
+        attainment (all requests of its runs), and the paired difference
+        tuned - default of measured goodput: ``diff mean``, ``diff min``,
+        ``diff max``, ``tuned wins`` (repeats where it is > 0), and
+        ``pred diff mean`` (the replay's)
+
+    Checked in ``tests/decisions/test_real_client.py`` on a hand-built result.
+    """
+    runs = _check_result(result)["runs"]
+    rows = []
+    for name, r in runs.items():
+        m = _REPLICATE.match(name)
+        if not m:
+            continue
+        try:
+            rate = float(m.group(2))
+        except ValueError:
+            raise InputError(f"budget run {name!r}: {m.group(2)!r} is not a rate") from None
+        rows.append({"rate": rate, "rep": int(m.group(3)), "config": m.group(1),
+                     **r["engine"], "n": int(r.get("n", 0)),
+                     "goodput measured": r["goodput_req_s"]["measured"],
+                     "goodput predicted": r["goodput_req_s"]["predicted"],
+                     "attainment measured": r["attainment"]["measured"],
+                     "attainment predicted": r["attainment"]["predicted"]})
+    if not rows:
+        raise InputError("no budget-default-<rate>-rep<i> / budget-tuned-<rate>-rep<i> runs "
+                         "in result")
+    per_run = pd.DataFrame(rows).sort_values(["rate", "rep", "config"], ignore_index=True)
+    out = []
+    for rate, g in per_run.groupby("rate"):
+        wide = g.pivot(index="rep", columns="config")
+        if not {"default", "tuned"} <= set(g["config"]):
+            raise InputError(f"rate {rate:g}: budget runs of one configuration only")
+        both = wide.dropna(subset=[("goodput measured", "default"),
+                                   ("goodput measured", "tuned")])
+        if both.empty:
+            raise InputError(f"rate {rate:g}: no repeat with both configurations")
+        d = (both[("goodput measured", "tuned")] - both[("goodput measured", "default")])
+        dp = (both[("goodput predicted", "tuned")] - both[("goodput predicted", "default")])
+        row = {"rate": float(rate), "reps": len(both)}
+        for cfg in ("default", "tuned"):
+            c = g[g["config"] == cfg]
+            w = c["n"].to_numpy(float)
+            w = w if w.sum() > 0 else np.ones(len(c))
+            row[f"{cfg} goodput measured"] = float(c["goodput measured"].mean())
+            row[f"{cfg} goodput min"] = float(c["goodput measured"].min())
+            row[f"{cfg} goodput max"] = float(c["goodput measured"].max())
+            row[f"{cfg} goodput predicted"] = float(c["goodput predicted"].mean())
+            for what in ("measured", "predicted"):
+                row[f"{cfg} attainment {what}"] = float(
+                    np.average(c[f"attainment {what}"], weights=w))
+        row.update({"diff mean": float(d.mean()), "diff min": float(d.min()),
+                    "diff max": float(d.max()), "tuned wins": int((d > 0).sum()),
+                    "pred diff mean": float(dp.mean())})
+        out.append(row)
+    return per_run, pd.DataFrame(out)

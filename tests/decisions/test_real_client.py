@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from perfmodel.data.requests import load_workload
 from perfmodel.decisions import real_client as rc
 from perfmodel.decisions.requests_workload import SLO
 from perfmodel.decisions.simulate import EngineConfig
@@ -17,6 +18,7 @@ from perfmodel.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 SERIES = ROOT / "data" / "vllm-serve" / "llama-small-20261126"
+REPLICATES = ROOT / "data" / "vllm-serve" / "llama-small-replicates"
 
 
 class Const:
@@ -143,6 +145,47 @@ def test_paper_items_on_a_hand_built_result():
         rc.error_table({"runs": {}})
 
 
+def test_budget_replicates_by_hand():
+    res = _result()
+    # rate 6, three paired repeats: tuned - default goodput 0.5, -0.1, 0.3 (mean 0.233)
+    for i, (gd, gt, ad, at) in enumerate([(4.9, 5.4, 0.9, 1.0), (5.0, 4.9, 0.8, 0.9),
+                                          (4.8, 5.1, 1.0, 1.0)], start=1):
+        for cfg, g, a, lim in (("default", gd, ad, (128, 2048)), ("tuned", gt, at, (16, 256))):
+            name, r = _res(f"budget-{cfg}-6-rep{i}", 6.0, a, lim=lim, good=g)
+            r["n"] = 100 if i < 3 else 200          # pooled attainment weighs by requests
+            res["runs"][name] = r
+    per_run, per_rate = rc.budget_replicates(res)
+    assert len(per_run) == 6 and per_run["rep"].tolist() == [1, 1, 2, 2, 3, 3]
+    row = per_rate.iloc[0]
+    assert row["rate"] == 6.0 and row["reps"] == 3 and row["tuned wins"] == 2
+    assert row["diff mean"] == pytest.approx(0.7 / 3)
+    assert (row["diff min"], row["diff max"]) == pytest.approx((-0.1, 0.5))
+    assert row["default goodput measured"] == pytest.approx(4.9)
+    assert row["default attainment measured"] == pytest.approx((90 + 80 + 200) / 400)
+    # predicted goodput is 1.1 x measured in _res: its paired difference too
+    assert row["pred diff mean"] == pytest.approx(1.1 * 0.7 / 3)
+    # the single-run pair is budget_table's, untouched by the replicates
+    assert rc.budget_table(res)["goodput measured"].tolist() == [4.9, 5.4]
+    del res["runs"]["budget-tuned-6-rep1"], res["runs"]["budget-tuned-6-rep2"]
+    assert rc.budget_replicates(res)[1]["reps"].item() == 1
+    del res["runs"]["budget-tuned-6-rep3"]
+    with pytest.raises(InputError, match="one configuration"):
+        rc.budget_replicates(res)
+    with pytest.raises(InputError, match="rep"):
+        rc.budget_replicates(_result())
+
+
+def test_validate_series_train_series_argument(tmp_path):
+    (tmp_path / "a").mkdir()
+    with pytest.raises(InputError, match="no run folder"):
+        rc.validate_series(tmp_path / "a", "x", train_series=tmp_path)
+    _run(tmp_path / "a", "r1")
+    with pytest.raises(InputError, match="train_series"):
+        rc.validate_series(tmp_path / "a", "x", train_series=tmp_path / "missing")
+    with pytest.raises(InputError, match="not a run"):
+        rc.validate_series(tmp_path / "a", "r1", train_series=tmp_path)
+
+
 @pytest.mark.skipif(not (SERIES / "repeat-1" / "steps.csv").is_file(),
                     reason="the committed real-client series is not in this checkout")
 def test_committed_series():
@@ -218,3 +261,27 @@ def test_client_delay_estimator_refuses_what_it_cannot_match():
         rc.estimate_client_delays(steps, send, P, ttft, -1.0)
     with pytest.raises(InputError, match="one length"):
         rc.estimate_client_delays(steps, send, P[:3], ttft, 0.5)
+
+
+@pytest.mark.skipif(not (SERIES / "repeat-1" / "steps.csv").is_file()
+                    or not (REPLICATES / "repeat-1" / "bench.json").is_file(),
+                    reason="the committed real-client series are not in this checkout")
+def test_committed_replicates_replayed_with_the_first_series_fit():
+    res = rc.validate_series(REPLICATES, "repeat-1", replications=0, train_series=SERIES)
+    # the fit of the first series, its overhead; every run of the replicates held out, even
+    # the one that shares the training run's name
+    assert res["train_series"] == str(SERIES) and res["model"] == "seed_ctx_mono"
+    assert res["step_overhead_ms"] == pytest.approx(rc.fit_run(SERIES / "repeat-1")[2])
+    assert all(r["held_out"] for r in res["runs"].values()) and len(res["runs"]) == 15
+    per_run, per_rate = rc.budget_replicates(res)
+    assert per_rate["rate"].tolist() == [5.0, 6.0] and per_rate["reps"].tolist() == [3, 3]
+    assert (per_run["n"] == 500).all()
+    # paired: both configurations of a repeat replay the same requests and arrivals
+    for rate, rep in per_run[["rate", "rep"]].drop_duplicates().itertuples(index=False):
+        a, b = (load_workload(REPLICATES / f"budget-{c}-{rate:g}-rep{rep}" / "bench.json")
+                for c in ("default", "tuned"))
+        assert a["prompt_tokens"].tolist() == b["prompt_tokens"].tolist()
+        assert np.allclose(a["arrival_s"] - a["arrival_s"].min(),
+                           b["arrival_s"] - b["arrival_s"].min(), atol=0.05)
+    # 500-request same-seed repeats: TPOT p50 within a few percent of each other
+    assert rc.repeat_spread(res)["tpot_ms p50"] < 0.10
