@@ -15,14 +15,14 @@ for each step-model member (default ``seed_ctx_mono`` and ``seed_id``):
 * ``kfold5``: grouped 5-fold over the ``(B, L)`` configurations (replicates
   stay together), pooled out-of-fold MAPE.
 
-Writes ``paper/tables/lib_calibration.csv`` (one row per group, member and
+Writes ``build/studies/lib_calibration.csv`` (one row per group, member and
 split: ``n_train``, ``n_test``, ``mape_train`` = MAPE of the fit on its own
 rows, ``mape_heldout``, ``note``) and prints a per-hardware summary.
 Groups with fewer than 10 rows or fewer than 3 batch sizes or lengths are
 listed with a note and not fitted.
 
 Usage: ``python scripts/calibrate_lib.py [--members seed_ctx_mono seed_id]
-[--n-starts 4] [--out paper/tables/lib_calibration.csv]``
+[--n-starts 4] [--out build/studies/lib_calibration.csv]``
 (needs the public data: ``PERFMODEL_DATA_MIRROR`` or the network).
 """
 from __future__ import annotations
@@ -134,10 +134,11 @@ def main(argv=None) -> int:
     ap.add_argument("--n-starts", type=int, default=4)
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=Path("paper/tables/lib_calibration.csv"))
+    ap.add_argument("--out", type=Path, default=Path("build/studies/lib_calibration.csv"))
     a = ap.parse_args(argv)
     table = run(a.members, n_starts=a.n_starts, k=a.k, seed=a.seed)
-    atomic_write_text(a.out, table.to_csv(index=False, float_format="%.4g"), force=True)
+    atomic_write_text(a.out, table.to_csv(index=False, float_format="%.4g"), force=True,
+                      make_parents=True)
     with pd.option_context("display.width", 200, "display.max_rows", 200):
         print(summary(table).to_string(index=False))
     print(f"wrote {a.out} ({len(table)} rows)")

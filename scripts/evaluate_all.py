@@ -11,7 +11,7 @@ Sarathi-Serve specimen batches, Vidur's composed steps, the GPU trace in
    :func:`perfmodel.stats.validation.make_folds`: no replicate, identical step
    or -- in the vLLM-CPU engine traces, 25-step blocks -- step within 25 steps
    of a test step in training) and writes
-   ``paper/tables/compare_<dataset>.csv`` (and ``.tex`` through
+   ``build/studies/compare_<dataset>.csv`` (and ``.tex`` through
    :mod:`perfmodel.report.paperio`);
 2. runs the extrapolation split (train at or below the 0.8 quantile of S and
    B, test above) and records the winner;
@@ -25,8 +25,8 @@ Sarathi-Serve specimen batches, Vidur's composed steps, the GPU trace in
    trace has repeated measurements: Vidur's composition is deterministic and
    Sarathi's batches are single runs);
 
-and writes ``paper/tables/compare_summary.csv`` (+ ``.tex``) and
-``paper/tables/adequacy_summary.csv`` (+ ``.tex``): per dataset the noise
+and writes ``build/studies/compare_summary.csv`` (+ ``.tex``) and
+``build/studies/adequacy_summary.csv`` (+ ``.tex``): per dataset the noise
 floor (the median oracle, :mod:`perfmodel.data.noise`; the mean oracle and the
 median CV as labelled diagnostics), the model of record's ratio to it with a
 90 % cluster-bootstrap interval, the seed form's held-out MAPE, the best model and its MAPE, each
@@ -34,11 +34,13 @@ baseline's, the ratio to the floor and the extrapolation-split winner.
 
 Usage::
 
-    nice -n 10 python scripts/evaluate_all.py [--only NAME ...] [--out paper/tables]
+    nice -n 10 python scripts/evaluate_all.py [--only NAME ...] [--out build/studies]
         [--starts 4] [--skip-absolute]
 
 ``--only`` takes dataset labels (e.g. ``gpu``, ``vidur``, ``sarathi``,
 ``splitwise_llama2-70b_a100-80gb_tp4``) or prefixes (``splitwise``).
+These are exploratory outputs, not paper items (the paper's comparison tables come from
+the notebooks, with the one fold protocol), so they go to ``build/`` and are not committed.
 Rerunning overwrites the generated tables (they are generated files); the two
 summaries keep the rows of datasets not rerun (so ``--only vllm-cpu`` adds the
 CPU traces once the lead has collected them).
@@ -188,7 +190,7 @@ def adequacy(df: pd.DataFrame, recommended: str, starts: int, replicated: bool) 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", default=None)
-    ap.add_argument("--out", default=str(ROOT / "paper" / "tables"))
+    ap.add_argument("--out", default=str(ROOT / "build" / "studies"))
     ap.add_argument("--starts", type=int, default=4)
     ap.add_argument("--skip-absolute", action="store_true")
     args = ap.parse_args(argv)

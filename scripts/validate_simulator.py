@@ -14,7 +14,7 @@ For each model size and each closed-loop run ``closed_loop-rN`` under
    measured between the ``calib-pre`` and ``calib-post`` traces (the same
    schedule, run just before and just after the loop).
 
-Writes ``paper/tables/simulator_validation.csv`` (and prints it).
+Writes ``build/studies/simulator_validation.csv`` (and prints it).
 Usage: ``python scripts/validate_simulator.py [--data data/vllm-cpu] [--out FILE] [--force]``
 """
 from __future__ import annotations
@@ -79,7 +79,7 @@ def validate(data: Path, model: str = "auto") -> pd.DataFrame:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=Path("data/vllm-cpu"))
-    ap.add_argument("--out", type=Path, default=Path("paper/tables/simulator_validation.csv"))
+    ap.add_argument("--out", type=Path, default=Path("build/studies/simulator_validation.csv"))
     ap.add_argument("--force", action="store_true")
     a = ap.parse_args(argv)
     df = validate(a.data)
