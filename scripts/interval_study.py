@@ -96,7 +96,7 @@ def study_parts(only):
 
 
 def one_part(df: pd.DataFrame, scheme: str, time_ordered, starts: int) -> pd.DataFrame:
-    """Per held-out step: regimes and coverage indicators (model, conformal) per level."""
+    """Per held-out step: regimes, measured and predicted time, interval bounds per level."""
     from perfmodel.core.fit import fit_model
     from perfmodel.core.model import default_for
     from perfmodel.stats.intervals import (
@@ -117,42 +117,34 @@ def one_part(df: pd.DataFrame, scheme: str, time_ordered, starts: int) -> pd.Dat
                                   time_ordered=time_ordered)
         mu = fit.predict(test)
         phase, length = interval_regimes(test, mu, cal["regime_rule"]["length_thresholds_ms"])
-        y = test["duration_ms"].to_numpy(float)
-        out = pd.DataFrame({"fold": i, "phase": phase, "length": length, "long10": mu >= 10.0})
+        out = pd.DataFrame({"fold": i, "phase": phase, "length": length, "mu": mu,
+                            "y": test["duration_ms"].to_numpy(float)})
         for lv in LEVELS:
             m = model_interval(fit, test, lv)
             c = conformal_interval(fit, test, lv, calibration=cal)
-            out[f"model_{lv}"] = (y >= m.lower) & (y <= m.upper)
-            out[f"conformal_{lv}"] = (y >= c.lower) & (y <= c.upper)
-            out[f"wmodel_{lv}"] = (m.upper - m.lower) / mu
-            out[f"wconformal_{lv}"] = (c.upper - c.lower) / mu
+            out[f"model_lo_{lv}"], out[f"model_hi_{lv}"] = m.lower, m.upper
+            out[f"conformal_lo_{lv}"], out[f"conformal_hi_{lv}"] = c.lower, c.upper
         rows.append(out)
     return pd.concat(rows, ignore_index=True)
 
 
 def summarise(name: str, steps: pd.DataFrame) -> pd.DataFrame:
-    masks = {"all": np.ones(len(steps), bool)}
-    for p in ("decode-only", "mixed", "prefill-heavy"):
-        masks[p] = (steps["phase"] == p).to_numpy()
-    for ln in ("short", "medium", "long"):
-        masks[ln] = (steps["length"] == ln).to_numpy()
-    masks["pred>=10ms"] = steps["long10"].to_numpy()
-    rows = []
-    for reg, m in masks.items():
-        n = int(m.sum())
-        if n == 0:
-            continue
-        for lv in LEVELS:
-            cm = float(steps.loc[m, f"model_{lv}"].mean())
-            cc = float(steps.loc[m, f"conformal_{lv}"].mean())
-            wm = float(np.median(steps.loc[m, f"wmodel_{lv}"]))
-            wc = float(np.median(steps.loc[m, f"wconformal_{lv}"]))
-            rows.append({"dataset": name, "regime": reg, "level": lv, "n": n,
-                         "model": round(cm, 3), "conformal": round(cc, 3),
-                         "width_model": round(wm, 3), "width_conformal": round(wc, 3),
-                         "se": round(float(np.sqrt(lv * (1 - lv) / n)), 3),
-                         "within_3pt": abs(cc - lv) <= 0.03})
-    return pd.DataFrame(rows)
+    """Coverage of the model and conformal intervals per regime x level (one_part's steps)."""
+    from perfmodel.stats.interval_coverage import coverage_by_regime, regime_masks
+
+    y, mu = steps["y"].to_numpy(float), steps["mu"].to_numpy(float)
+    masks = regime_masks(steps["phase"], steps["length"], mu, long_ms=10.0,
+                         long_label="pred>=10ms")
+    tab = {k: coverage_by_regime(y, mu, {lv: (steps[f"{k}_lo_{lv}"], steps[f"{k}_hi_{lv}"])
+                                         for lv in LEVELS}, masks)
+           for k in ("model", "conformal")}
+    m, c = tab["model"], tab["conformal"]
+    r3 = lambda col: col.map(lambda v: round(float(v), 3))  # Python's rounding, as before
+    return pd.DataFrame({"dataset": name, "regime": m["regime"], "level": m["level"],
+                         "n": m["n"], "model": r3(m["coverage"]), "conformal": r3(c["coverage"]),
+                         "width_model": r3(m["width"]), "width_conformal": r3(c["width"]),
+                         "se": r3(np.sqrt(m["level"] * (1 - m["level"]) / m["n"])),
+                         "within_3pt": (c["coverage"] - c["level"]).abs() <= 0.03})
 
 
 def transfer(cpu_root: Path, starts: int) -> pd.DataFrame:
@@ -160,6 +152,7 @@ def transfer(cpu_root: Path, starts: int) -> pd.DataFrame:
     from perfmodel.core.fit import fit_model
     from perfmodel.core.model import default_for
     from perfmodel.data.trace import read_trace
+    from perfmodel.stats.interval_coverage import coverage_by_regime, regime_masks
     from perfmodel.stats.intervals import calibrate_intervals, conformal_interval
     from perfmodel.stats.validation import regime
 
@@ -179,45 +172,33 @@ def transfer(cpu_root: Path, starts: int) -> pd.DataFrame:
                 continue
             test = read_trace(path)
             y, mu = test["duration_ms"].to_numpy(float), fit.predict(test)
-            phase = regime(test).astype(str).to_numpy()
-            for lv in LEVELS:
-                c = conformal_interval(fit, test, lv)
-                inside, width = (y >= c.lower) & (y <= c.upper), (c.upper - c.lower) / mu
-                for reg in ("all", "decode-only", "mixed", "prefill-heavy"):
-                    m = np.ones(len(y), bool) if reg == "all" else phase == reg
-                    if m.any():
-                        rows.append({"dataset": mdir.name, "trace": path.stem, "regime": reg,
-                                     "level": lv, "n": int(m.sum()),
-                                     "conformal": round(float(inside[m].mean()), 3),
-                                     "width_conformal": round(float(np.median(width[m])), 3),
-                                     "median_log_ratio": round(float(np.median(
-                                         np.log(y[m] / mu[m]))), 3)})
+            masks = regime_masks(regime(test).astype(str).to_numpy())
+            cov = coverage_by_regime(y, mu, {lv: conformal_interval(fit, test, lv)
+                                             for lv in LEVELS}, masks)
+            for r in cov.sort_values("level", kind="stable").itertuples():
+                m = masks[r.regime]
+                rows.append({"dataset": mdir.name, "trace": path.stem, "regime": r.regime,
+                             "level": r.level, "n": r.n, "conformal": round(r.coverage, 3),
+                             "width_conformal": round(r.width, 3),
+                             "median_log_ratio": round(float(np.median(
+                                 np.log(y[m] / mu[m]))), 3)})
     return pd.DataFrame(rows)
 
 
 def _cover(dataset: str, calib: str, fit, test: pd.DataFrame, trace: str) -> list[dict]:
     """Coverage and median width of the fit's stored interval on ``test``, per regime x level."""
+    from perfmodel.stats.interval_coverage import coverage_by_regime, regime_masks
     from perfmodel.stats.intervals import conformal_interval, interval_regimes
 
     cal = fit.interval_calibration
     y, mu = test["duration_ms"].to_numpy(float), fit.predict(test)
     phase, length = interval_regimes(test, mu, cal["regime_rule"]["length_thresholds_ms"])
-    masks = {"all": np.ones(len(y), bool)}
-    masks.update({p: phase == p for p in ("decode-only", "mixed", "prefill-heavy")})
-    masks.update({ln: length == ln for ln in ("short", "medium", "long")})
-    rows = []
-    for lv in LEVELS:
-        c = conformal_interval(fit, test, lv)
-        inside, width = (y >= c.lower) & (y <= c.upper), (c.upper - c.lower) / mu
-        for reg, m in masks.items():
-            if m.any():
-                cov = float(inside[m].mean())
-                rows.append({"dataset": dataset, "calibration": calib, "trace": trace,
-                             "regime": reg, "level": lv, "n": int(m.sum()),
-                             "coverage": round(cov, 3),
-                             "width": round(float(np.median(width[m])), 3),
-                             "within_3pt": abs(cov - lv) <= 0.03})
-    return rows
+    bounds = {lv: conformal_interval(fit, test, lv) for lv in LEVELS}
+    cov = coverage_by_regime(y, mu, bounds, regime_masks(phase, length))
+    return [{"dataset": dataset, "calibration": calib, "trace": trace, "regime": r.regime,
+             "level": r.level, "n": r.n, "coverage": round(r.coverage, 3),
+             "width": round(r.width, 3), "within_3pt": abs(r.coverage - r.level) <= 0.03}
+            for r in cov.sort_values("level", kind="stable").itertuples()]
 
 
 def _fit_both(df: pd.DataFrame, run_column: str, starts: int):

@@ -1,0 +1,70 @@
+"""Per-regime coverage tally of prediction intervals, on hand-counted cases."""
+import numpy as np
+import pytest
+
+from perfmodel.errors import InputError
+from perfmodel.stats.interval_coverage import coverage_by_regime, regime_masks
+from perfmodel.stats.intervals import Interval
+
+# six steps: measured y, predicted mu, and one interval per level
+Y = np.array([1.0, 2.0, 3.0, 10.0, 20.0, 30.0])
+MU = np.array([1.0, 2.0, 2.0, 12.0, 20.0, 40.0])
+PHASE = ["decode-only", "decode-only", "mixed", "mixed", "prefill-heavy", "mixed"]
+LENGTH = ["short", "short", "medium", "long", "long", "long"]
+# level 0.8: [0.75 mu, 1.25 mu], relative width 0.5
+LO8, HI8 = MU * 0.75, MU * 1.25
+# level 0.9: lower bound -inf (one-sided), upper 1.1 * y except step 3 -> covers all but step 3
+LO9, HI9 = np.full(6, -np.inf), np.where(np.arange(6) == 3, 9.0, Y * 1.1)
+
+
+def test_regime_masks_orders_and_counts():
+    m = regime_masks(PHASE, LENGTH, MU, long_ms=10)
+    assert list(m) == ["all", "decode-only", "mixed", "prefill-heavy", "short", "medium",
+                       "long", "predicted >= 10 ms"]
+    assert [int(v.sum()) for v in m.values()] == [6, 2, 3, 1, 2, 1, 3, 3]
+    assert list(regime_masks(PHASE)) == ["all", "decode-only", "mixed", "prefill-heavy"]
+    assert "pred>=10ms" in regime_masks(PHASE, mu=MU, long_ms=10, long_label="pred>=10ms")
+
+
+def test_coverage_by_regime_hand_counted():
+    masks = regime_masks(PHASE, LENGTH, MU, long_ms=10)
+    tab = coverage_by_regime(Y, MU, {0.8: (LO8, HI8), 0.9: Interval(0.9, "model", LO9, HI9, "", {})},
+                             masks)
+    # inside at 0.8: y in [0.75 mu, 1.25 mu]: 1 yes, 2 yes, 3 > 2.5 no, 10 in [9, 15] yes,
+    # 20 yes, 30 in [30, 50] yes (bound included)
+    inside8 = np.array([1, 1, 0, 1, 1, 1], bool)
+    inside9 = np.array([1, 1, 1, 0, 1, 1], bool)
+    got = tab.set_index(["regime", "level"])
+    for reg, m in masks.items():
+        assert got.loc[(reg, 0.8), "n"] == m.sum()
+        assert got.loc[(reg, 0.8), "coverage"] == pytest.approx(inside8[m].mean())
+        assert got.loc[(reg, 0.9), "coverage"] == pytest.approx(inside9[m].mean())
+        assert got.loc[(reg, 0.8), "width"] == pytest.approx(0.5)  # 0.5 mu / mu everywhere
+        assert got.loc[(reg, 0.9), "width"] == np.inf
+    assert got.loc[("all", 0.8), "coverage"] == pytest.approx(5 / 6)
+    assert got.loc[("mixed", 0.9), "coverage"] == pytest.approx(2 / 3)
+    # regime-major rows in the order of masks, then levels
+    assert list(tab["regime"][:4]) == ["all", "all", "decode-only", "decode-only"]
+    assert list(tab["level"][:2]) == [0.8, 0.9]
+
+
+def test_empty_regime_has_no_row():
+    tab = coverage_by_regime(Y[:2], MU[:2], {0.8: (LO8[:2], HI8[:2])},
+                             regime_masks(PHASE[:2], LENGTH[:2]))
+    assert set(tab["regime"]) == {"all", "decode-only", "short"}
+    assert (tab["coverage"] == 1.0).all()
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: coverage_by_regime(Y, MU[:3], {0.8: (LO8, HI8)}, {}), "mu"),
+    (lambda: coverage_by_regime(Y, MU, {}, {}), "bounds"),
+    (lambda: coverage_by_regime(Y, MU, {1.5: (LO8, HI8)}, {}), "level"),
+    (lambda: coverage_by_regime(Y, MU, {0.8: (LO8[:2], HI8)}, {}), "bounds"),
+    (lambda: coverage_by_regime(Y, MU, {0.8: (LO8, HI8)}, {"x": np.ones(6)}), "masks"),
+    (lambda: regime_masks(PHASE, LENGTH[:2]), "length"),
+    (lambda: regime_masks(PHASE, long_ms=10), "mu"),
+    (lambda: regime_masks(PHASE, mu=MU, long_ms=-1), "long_ms"),
+])
+def test_bad_input_raises(call, match):
+    with pytest.raises(InputError, match=match):
+        call()
