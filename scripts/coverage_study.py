@@ -19,7 +19,11 @@ The full run of the first four scenarios (default: R = 500, n = 300 steps,
 development machine; run it with ``nice -n 10``.  The four later scenarios
 (misspecified, heavy_tails, clustered, ar1_design) took 19 minutes at
 R = 50 and 99 resamples on the same machine under load (``--plan`` runs a
-subset).  ``--small`` is the test-sized run (R = 20).
+subset).  The stored ``heavy_tails`` and ``clustered`` rows (R = 250, 199
+resamples) took 22 minutes at ``nice -n 10`` beside other work (1-minute load
+average 5-8 on 2 cores; the run is listed in ``coverage_settings.json``), so
+R = 500 did not fit there.  ``--merge-summary paper/results`` merges such a
+part into the stored summary.  ``--small`` is the test-sized run (R = 20).
 
 Usage::
 
