@@ -19,7 +19,11 @@ The full run of the first four scenarios (default: R = 500, n = 300 steps,
 development machine; run it with ``nice -n 10``.  The four later scenarios
 (misspecified, heavy_tails, clustered, ar1_design) took 19 minutes at
 R = 50 and 99 resamples on the same machine under load (``--plan`` runs a
-subset).  ``--small`` is the test-sized run (R = 20).
+subset).  The stored ``heavy_tails`` and ``clustered`` rows (R = 250, 199
+resamples) took 22 minutes at ``nice -n 10`` beside other work (1-minute load
+average 5-8 on 2 cores; the run is listed in ``coverage_settings.json``), so
+R = 500 did not fit there.  ``--merge-summary paper/results`` merges such a
+part into the stored summary.  ``--small`` is the test-sized run (R = 20).
 
 Usage::
 
@@ -29,8 +33,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from perfmodel.errors import InputError
@@ -40,9 +46,33 @@ from perfmodel.stats.coverage import (
     RECOMMENDED,
     SCENARIOS,
     coverage_table,
+    merge_summaries,
     run_study,
     summarize,
 )
+
+
+def _merged_settings(old: dict, this_run: dict, old_summary) -> dict:
+    """Settings of a stored summary merged with this run's: the shared settings (seed, n,
+    sigma, truth, ...) stay; ``runs`` lists every run (the stored one described by its
+    scenarios and settings when it predates this list); ``R`` / ``n_boot`` become
+    per-scenario maps when the runs differ; ``wall_seconds`` sums the runs."""
+    runs = old.get("runs")
+    if runs is None:
+        runs = [{"scenarios": list(dict.fromkeys(old_summary["scenario"])),
+                 **{k: old[k] for k in ("R", "n", "n_boot", "seed", "n_jobs", "wall_seconds",
+                                        "merged_with", "plan_this_run") if k in old},
+                 "note": "stored before runs were listed; wall_seconds is the last part only"}]
+    runs = [*runs, this_run]
+    settings = {k: v for k, v in old.items()
+                if k not in ("runs", "merged_with", "plan_this_run", "wall_seconds")}
+    for k in ("R", "n_boot"):
+        vals = {sc: r[k] for r in runs for sc in (r.get("scenarios") or r["plan"])}
+        settings[k] = old[k] if len(set(vals.values())) == 1 else vals
+    settings["scenarios"] = list(dict.fromkeys([*old_summary["scenario"], *this_run["plan"]]))
+    settings["runs"] = runs
+    settings["wall_seconds"] = sum(float(r.get("wall_seconds", 0.0)) for r in runs)
+    return settings
 
 
 def main(argv=None) -> int:
@@ -61,6 +91,11 @@ def main(argv=None) -> int:
                     help="combine with an earlier run's coverage_replicates.csv.gz (same seed, "
                          "n, n_boot): its rows for the (scenario, method) pairs run now are "
                          "replaced; the summary covers both")
+    ap.add_argument("--merge-summary", metavar="DIR",
+                    help="combine with a stored summary (DIR/coverage_summary.csv and "
+                         "coverage_settings.json, e.g. paper/results) whose replicates were not "
+                         "kept: its rows for the (scenario, method) pairs run now are replaced; "
+                         "the settings list every run (plan, R, resamples, start, wall time)")
     ap.add_argument("--progress", action="store_true")
     a = ap.parse_args(argv)
     plan = None
@@ -71,8 +106,25 @@ def main(argv=None) -> int:
             print(f"error: --plan items must be SCENARIO:M1,M2, got {a.plan}", file=sys.stderr)
             return 2
     reps = 20 if a.small else a.reps
+    if a.merge and a.merge_summary:
+        print("error: --merge and --merge-summary exclude each other", file=sys.stderr)
+        return 2
+    if a.merge_summary and not all(Path(a.merge_summary, f).is_file() for f in
+                                   ("coverage_summary.csv", "coverage_settings.json")):
+        print(f"error: --merge-summary {a.merge_summary} lacks coverage_summary.csv or "
+              "coverage_settings.json", file=sys.stderr)
+        return 2
+    if a.merge_summary:
+        stored = json.loads(Path(a.merge_summary, "coverage_settings.json").read_text())
+        for k, v in (("n", a.n), ("seed", a.seed)):
+            if stored.get(k) != v:
+                print(f"error: --merge-summary: {k} = {v} differs from the stored "
+                      f"{stored.get(k)}; the runs would not be one study", file=sys.stderr)
+                return 2
     out = Path(a.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     try:
         rec = run_study(plan, R=reps, n=a.n, n_boot=a.n_boot, seed=a.seed, n_jobs=a.jobs,
@@ -95,12 +147,26 @@ def main(argv=None) -> int:
         settings["merged_with"] = str(a.merge)
         settings["plan_this_run"] = settings.pop("plan")
     summ = summarize(rec)
+    this_run = {"plan": settings.get("plan", settings.get("plan_this_run")), "R": reps,
+                "n": a.n, "n_boot": a.n_boot, "seed": a.seed, "n_jobs": a.jobs,
+                "started_utc": started, "wall_seconds": wall,
+                "load_average_1min_start_end": [load0, os.getloadavg()[0]],
+                "cpu_count": os.cpu_count()}
+    if a.merge_summary:
+        import pandas as pd
+
+        old = pd.read_csv(Path(a.merge_summary, "coverage_summary.csv"))
+        summ = merge_summaries(old, summ)
+        settings = _merged_settings(stored, this_run, old)
+        wall = settings.pop("wall_seconds")
     summ.to_csv(out / "coverage_summary.csv", index=False, float_format="%.6g")
     (out / "coverage_table.tex").write_text(
         "% Generated by scripts/coverage_study.py; do not edit.\n" + coverage_tex(summ))
     if a.replicates:
         rec.to_csv(out / "coverage_replicates.csv.gz", index=False, float_format="%.8g")
     settings.update(wall_seconds=wall, recommended=RECOMMENDED, goal=list(GOAL))
+    if not a.merge_summary:
+        settings.setdefault("runs", [this_run])
     (out / "coverage_settings.json").write_text(json.dumps(settings, indent=2, default=str) + "\n")
 
     import pandas as pd

@@ -102,6 +102,7 @@ __all__ = [
     "STUDY_SIGMA",
     "STUDY_TRUTH",
     "coverage_table",
+    "merge_summaries",
     "pseudo_truth",
     "run_replicate",
     "run_study",
@@ -450,3 +451,32 @@ def coverage_table(summary: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     wide = cell.pivot_table(index=["scenario", "relative", "method"], columns="parameter",
                             values="cell", aggfunc="first", sort=False)
     return wide[params].reset_index()
+
+
+def merge_summaries(old: pd.DataFrame, new: pd.DataFrame, goal=GOAL) -> pd.DataFrame:
+    """Combine two :func:`summarize` outputs: ``new`` replaces ``old``'s (scenario, method) rows.
+
+    For adding scenarios or methods to a stored summary whose replicate records
+    were not kept (summaries are per (scenario, method, parameter), so their
+    union equals the summary of the union of the records).  Rows are ordered
+    by :data:`SCENARIOS`, then in the order they came (old first);
+    ``recommended`` and ``in_goal`` are recomputed.  Verified in the tests
+    against :func:`summarize` of the concatenated records.
+    """
+    need = {"scenario", "method", "parameter", "coverage", "mcse", "R"}
+    for name, df in (("old", old), ("new", new)):
+        if not isinstance(df, pd.DataFrame) or not need <= set(df.columns):
+            missing = sorted(need - set(getattr(df, "columns", [])))
+            raise InputError(f"merge_summaries: {name} must be summarize() output "
+                             f"(missing columns {missing})")
+    unknown = sorted((set(old["scenario"]) | set(new["scenario"])) - set(SCENARIOS))
+    if unknown:
+        raise InputError(f"merge_summaries: unknown scenarios {unknown} (known {list(SCENARIOS)})")
+    ran = set(zip(new["scenario"], new["method"]))
+    keep = [(sc, m) not in ran for sc, m in zip(old["scenario"], old["method"])]
+    df = pd.concat([old[keep], new], ignore_index=True)
+    order = df["scenario"].map({sc: i for i, sc in enumerate(SCENARIOS)})
+    df = df.iloc[np.argsort(order.to_numpy(), kind="stable")].reset_index(drop=True)
+    df["recommended"] = [RECOMMENDED.get(s) == m for s, m in zip(df["scenario"], df["method"])]
+    df["in_goal"] = (df["coverage"] >= goal[0]) & (df["coverage"] <= goal[1])
+    return df

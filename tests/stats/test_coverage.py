@@ -95,3 +95,54 @@ def test_new_scenarios_run_and_cluster_methods_get_the_groups():
     assert set(rec["method"]) == {"covariance", "CR1"}
     assert rec.loc[rec["method"] == "CR1", "defined"].any()
     assert (rec["note"] == "").all()
+
+
+def _fake_records(scenario, method, R, p_cover, seed):
+    """Records in run_study's layout with a known coverage rate (no fitting: cheap)."""
+    rng = np.random.default_rng(seed)
+    spec = C.SCENARIOS[scenario]
+    rows = []
+    for rep in range(R):
+        for p in ("tau_0", "a_0"):
+            cov = bool(rng.random() < p_cover)
+            rows.append({"scenario": scenario, "noise": spec["noise"],
+                         "relative": spec["relative"], "method": method, "parameter": p,
+                         "rep": rep, "truth": 1.0, "lower": 0.9 if cov else 1.1, "upper": 1.2,
+                         "covered": cov, "defined": True, "at_bound": False, "seconds": 0.1})
+    import pandas as pd
+
+    return pd.DataFrame(rows)
+
+
+def test_merge_summaries_equals_summary_of_all_records():
+    import pandas as pd
+
+    old = pd.concat([_fake_records("clustered", "covariance", 30, 0.5, 1),
+                     _fake_records("gaussian", "profile", 40, 0.95, 2),
+                     _fake_records("heavy_tails", "HC3", 30, 0.2, 3)], ignore_index=True)
+    new = pd.concat([_fake_records("heavy_tails", "HC3", 25, 0.9, 4),
+                     _fake_records("clustered", "boot-cluster", 25, 0.94, 5)], ignore_index=True)
+    merged = C.merge_summaries(C.summarize(old), C.summarize(new))
+    keep = ~((old["scenario"] == "heavy_tails") & (old["method"] == "HC3"))
+    direct = C.summarize(pd.concat([old[keep], new], ignore_index=True))
+    key = ["scenario", "method", "parameter"]
+    a = merged.set_index(key).sort_index()
+    b = direct.set_index(key).sort_index()
+    pd.testing.assert_frame_equal(a[b.columns.drop(["noise", "relative"])],
+                                  b[b.columns.drop(["noise", "relative"])])
+    # the stale heavy_tails/HC3 rows (R = 30) are gone, the new ones (R = 25) are in
+    assert set(merged.loc[merged["scenario"] == "heavy_tails", "R"]) == {25}
+    # ordered by SCENARIOS: gaussian first, then heavy_tails, then clustered
+    order = list(dict.fromkeys(merged["scenario"]))
+    assert order == ["gaussian", "heavy_tails", "clustered"]
+    assert merged.loc[merged["method"] == "boot-cluster", "recommended"].all()
+
+
+def test_merge_summaries_checks_input():
+    import pandas as pd
+
+    s = C.summarize(_fake_records("gaussian", "HC3", 5, 0.9, 0))
+    with pytest.raises(InputError, match="new must be summarize"):
+        C.merge_summaries(s, pd.DataFrame({"x": [1]}))
+    with pytest.raises(InputError, match="unknown scenarios"):
+        C.merge_summaries(s, s.assign(scenario="nope"))
