@@ -107,13 +107,17 @@ class _Layout(NamedTuple):
     pos: np.ndarray  # position in time: `step` (less its minimum), else rank within the run
 
 
+def _check_time_ordered(time_ordered: Any) -> None:
+    if time_ordered is not None and not isinstance(time_ordered, (bool, np.bool_)):
+        raise InputError(f"`time_ordered` must be True, False or None, got {time_ordered!r}")
+
+
 def _layout(df: pd.DataFrame, time_ordered: Any) -> _Layout:
     from perfmodel.data.trace import time_order
 
+    _check_time_ordered(time_ordered)
     if time_ordered is None:
         time_ordered = is_time_ordered(df)
-    elif not isinstance(time_ordered, (bool, np.bool_)):
-        raise InputError(f"`time_ordered` must be True, False or None, got {time_ordered!r}")
     n = len(df)
     order = time_order(df)
     rank = np.empty(n, np.int64)
@@ -164,6 +168,7 @@ def _schedule_key(df: pd.DataFrame) -> np.ndarray:
         if len(lists) == 2:
             ok &= lists[0].counts == lists[1].counts
         parts += _pair_rows_key(lists, ok)
+        del lists
         if not ok.all():  # unparsable cells: identical only as written
             raw = np.zeros(len(df), np.int64)
             bad = np.flatnonzero(~ok)
@@ -184,12 +189,13 @@ def _ngroups(parts: list[np.ndarray]) -> np.ndarray:
     parts.  One hash table of ``n`` integers at a time instead of a grouping
     over every part (on 5,000,000 steps some 500 MB less at the peak).
     """
-    code = pd.factorize(np.asarray(parts[0]))[0].astype(np.int64)
+    code = pd.factorize(np.asarray(parts[0]))[0].astype(np.int64, copy=False)
     for p in parts[1:]:
         c = pd.factorize(np.asarray(p))[0]
         code *= int(c.max()) + 1 if c.size else 1
         code += c
-        code = pd.factorize(code)[0].astype(np.int64)
+        del c
+        code = pd.factorize(code)[0].astype(np.int64, copy=False)
     return code
 
 
@@ -268,7 +274,8 @@ def _pair_rows_key(lists: list, ok: np.ndarray) -> list[np.ndarray]:
             f = f[np.repeat(ok[L.ok], L.counts[L.ok])]
         flats.append(f)
     code, ncode = _item_coder(flats)
-    counts = np.where(ok, lists[0].counts, 0)
+    every = bool(ok.all())
+    counts = lists[0].counts if every else np.where(ok, lists[0].counts, 0)
     off = np.zeros(n + 1, np.int64)
     np.cumsum(counts, out=off[1:])
     rowhash = np.zeros(n, np.int64)
@@ -283,7 +290,7 @@ def _pair_rows_key(lists: list, ok: np.ndarray) -> list[np.ndarray]:
         np.cumsum(h, out=cs[1:])
         rowhash[r0:r1] = (cs[off[r0 + 1:r1 + 1] - a] - cs[off[r0:r1] - a]).view(np.int64)
         del h, cs
-    items = np.where(ok, counts, -1)
+    items = counts if every else np.where(ok, counts, -1)
     first = _ngroups([items, rowhash])
     differ = _hash_collisions(code, ncode, counts, off, first)
     exact = np.zeros(n, np.int64)
@@ -363,8 +370,9 @@ def _components(keys: list[np.ndarray], n: int) -> np.ndarray:
     return pd.factorize(lab)[0].astype(np.int64)
 
 
-def _groups(df: pd.DataFrame, lay: _Layout, block: int) -> np.ndarray:
-    keys = [_schedule_key(df)]
+def _groups(df: pd.DataFrame, lay: _Layout, block: int,
+            sched: np.ndarray | None = None) -> np.ndarray:
+    keys = [_schedule_key(df) if sched is None else sched]
     if "config" in df.columns:
         g = df["config"]
         if g.isna().any():
@@ -434,7 +442,9 @@ def fold_groups(df: pd.DataFrame, *, time_ordered: bool | None = None,
     """
     _check_trace(df, need_y=False)
     block = _int(block, "block", 1)
-    return _groups(df, _layout(df, time_ordered), block)
+    _check_time_ordered(time_ordered)
+    sched = _schedule_key(df)  # first: its temporaries are the largest, the layout waits
+    return _groups(df, _layout(df, time_ordered), block, sched)
 
 
 def _check_k(k: Any, lo: int = 2) -> int:
