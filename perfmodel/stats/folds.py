@@ -370,9 +370,13 @@ def _components(keys: list[np.ndarray], n: int) -> np.ndarray:
     return pd.factorize(lab)[0].astype(np.int64)
 
 
-def _groups(df: pd.DataFrame, lay: _Layout, block: int,
-            sched: np.ndarray | None = None) -> np.ndarray:
-    keys = [_schedule_key(df) if sched is None else sched]
+def _groups(df: pd.DataFrame, lay: _Layout, block: int) -> np.ndarray:
+    return _components(_group_keys(df, lay, block, _schedule_key(df)), len(df))
+
+
+def _group_keys(df: pd.DataFrame, lay: _Layout, block: int, sched: np.ndarray) -> list:
+    """The keys whose shared values link steps (rules 1-3 of :func:`fold_groups`)."""
+    keys = [sched]
     if "config" in df.columns:
         g = df["config"]
         if g.isna().any():
@@ -381,7 +385,7 @@ def _groups(df: pd.DataFrame, lay: _Layout, block: int,
     if lay.time_ordered:
         nb = int(lay.pos.max()) // block + 1
         keys.append(pd.factorize(lay.run * nb + lay.pos // block)[0].astype(np.int64))
-    return _components(keys, len(df))
+    return keys
 
 
 def fold_groups(df: pd.DataFrame, *, time_ordered: bool | None = None,
@@ -444,7 +448,8 @@ def fold_groups(df: pd.DataFrame, *, time_ordered: bool | None = None,
     block = _int(block, "block", 1)
     _check_time_ordered(time_ordered)
     sched = _schedule_key(df)  # first: its temporaries are the largest, the layout waits
-    return _groups(df, _layout(df, time_ordered), block, sched)
+    keys = _group_keys(df, _layout(df, time_ordered), block, sched)  # the layout freed here
+    return _components(keys, len(df))
 
 
 def _check_k(k: Any, lo: int = 2) -> int:
