@@ -72,14 +72,27 @@ def cmd_fit(args):
     relative = "absolute" if args.absolute else args.relative
     # the fit's features and step times, computed once from the validated frame (the same
     # fit as fit_model(df, ...)); without intervals or bootstrap nothing reads the frame
-    # after this, so its columns are freed before the fit (README, "Large traces")
+    # after this, so its columns are freed before the fit; the conformal calibration takes
+    # the fold groups (computed first, from the per-request lists) and these features, and
+    # keeps only the columns it reads (README, "Large traces")
+    attrs, groups = df.attrs, None
+    if args.intervals == "conformal" and not args.bootstrap and window is None:
+        from perfmodel.data.trace import LIST_COLUMNS
+        from perfmodel.stats.intervals import calibration_columns
+        from perfmodel.stats.validation import fold_groups
+
+        keep = calibration_columns(df, run_column) + list(LIST_COLUMNS)  # + the features'
+        df = df[[c for c in df.columns if c in keep]]
+        groups = fold_groups(df)
     feats, y = trace_fit_data(df, model)
-    attrs = df.attrs
-    if args.intervals != "conformal" and not args.bootstrap:
+    if groups is not None:
+        df = df[calibration_columns(df, run_column)]
+    elif args.intervals != "conformal" and not args.bootstrap:
         df = None
     res = fit_model(feats, model, y=y, loss=args.loss, relative=relative, n_starts=args.starts,
                     seed=args.seed, outlier_window=window, scale=not args.no_scale,
                     allow_degenerate=args.allow_degenerate)
+    fit_data = (feats, y) if groups is not None else None
     del feats, y
     # the reader hashed each file already: one hash, or one per run (read_trace / read_runs)
     one = len(args.trace) == 1
@@ -89,7 +102,8 @@ def cmd_fit(args):
         res.provenance["alias_map"] = attrs["alias_map"]
     if attrs.get("dropped"):
         res.provenance["dropped_invalid_rows"] = len(attrs["dropped"])
-    _calibrate(args, res, df, run_column)
+    _calibrate(args, res, df, run_column, groups, fit_data)
+    del fit_data, groups
     summary = res.summary()
     if args.bootstrap:
         from perfmodel.stats.uncertainty import attach_bootstrap, bootstrap
@@ -142,7 +156,7 @@ def _read_fit_traces(args):
     return df, column
 
 
-def _calibrate(args, res, df, run_column=None) -> None:
+def _calibrate(args, res, df, run_column=None, groups=None, fit_data=None) -> None:
     """``--intervals conformal``: store the held-out interval calibration in the fit."""
     if args.intervals != "conformal":
         return
@@ -151,7 +165,8 @@ def _calibrate(args, res, df, run_column=None) -> None:
     try:
         res.interval_calibration = calibrate_intervals(res, df, seed=args.seed,
                                                        n_starts=min(args.starts, 4),
-                                                       run_column=run_column)
+                                                       run_column=run_column, groups=groups,
+                                                       fit_data=fit_data)
     except PerfmodelError as e:
         print(f"perfmodel: warning: no interval calibration stored ({e}); "
               "predict --interval will use the model-based band", file=sys.stderr)

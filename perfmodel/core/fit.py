@@ -671,6 +671,7 @@ def fit_model(data, model="seed_id", *, y=None, loss: str = "linear", relative: 
         irls_iter, w_final = 0, prob.weights
         if loss == "tukey":
             r, w_final, fsc, irls_iter = _irls_tukey(prob, r, tukey_c, max_irls)
+    del prob, feats  # the scaled copies of the features: not held while predicting below
 
     theta = r.params / pscale
     cov = r.cov / np.outer(pscale, pscale)  # elementwise: NaN rows stay local

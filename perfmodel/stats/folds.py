@@ -107,13 +107,17 @@ class _Layout(NamedTuple):
     pos: np.ndarray  # position in time: `step` (less its minimum), else rank within the run
 
 
+def _check_time_ordered(time_ordered: Any) -> None:
+    if time_ordered is not None and not isinstance(time_ordered, (bool, np.bool_)):
+        raise InputError(f"`time_ordered` must be True, False or None, got {time_ordered!r}")
+
+
 def _layout(df: pd.DataFrame, time_ordered: Any) -> _Layout:
     from perfmodel.data.trace import time_order
 
+    _check_time_ordered(time_ordered)
     if time_ordered is None:
         time_ordered = is_time_ordered(df)
-    elif not isinstance(time_ordered, (bool, np.bool_)):
-        raise InputError(f"`time_ordered` must be True, False or None, got {time_ordered!r}")
     n = len(df)
     order = time_order(df)
     rank = np.empty(n, np.int64)
@@ -164,6 +168,7 @@ def _schedule_key(df: pd.DataFrame) -> np.ndarray:
         if len(lists) == 2:
             ok &= lists[0].counts == lists[1].counts
         parts += _pair_rows_key(lists, ok)
+        del lists
         if not ok.all():  # unparsable cells: identical only as written
             raw = np.zeros(len(df), np.int64)
             bad = np.flatnonzero(~ok)
@@ -184,12 +189,13 @@ def _ngroups(parts: list[np.ndarray]) -> np.ndarray:
     parts.  One hash table of ``n`` integers at a time instead of a grouping
     over every part (on 5,000,000 steps some 500 MB less at the peak).
     """
-    code = pd.factorize(np.asarray(parts[0]))[0].astype(np.int64)
+    code = pd.factorize(np.asarray(parts[0]))[0].astype(np.int64, copy=False)
     for p in parts[1:]:
         c = pd.factorize(np.asarray(p))[0]
         code *= int(c.max()) + 1 if c.size else 1
         code += c
-        code = pd.factorize(code)[0].astype(np.int64)
+        del c
+        code = pd.factorize(code)[0].astype(np.int64, copy=False)
     return code
 
 
@@ -228,6 +234,24 @@ def _item_coder(flats: list[np.ndarray]):
     return (lambda a, b: whole[a:b]), ncode
 
 
+def _sorted_rows(code, ncode: int, counts: np.ndarray, off: np.ndarray, r0: int, r1: int,
+                 rows: np.ndarray | None = None):
+    """Item codes of rows ``r0:r1`` sorted within each row, each item's position in its row,
+    and its row (``0`` = ``r0``); only the ``rows`` (positions in ``r0:r1``) if given."""
+    a, b = int(off[r0]), int(off[r1])
+    c, cnt = code(a, b), counts[r0:r1]
+    if rows is not None:
+        c, cnt = c[np.repeat(np.isin(np.arange(r1 - r0), rows), cnt)], cnt[rows]
+    local = np.repeat(np.arange(cnt.size, dtype=np.int64), cnt)
+    key = local * ncode + c
+    key.sort()
+    key -= local * ncode  # codes sorted within each row
+    start = np.zeros(cnt.size, np.int64)
+    np.cumsum(cnt[:-1], out=start[1:])
+    pos = np.arange(key.size, dtype=np.int64) - start[local]
+    return key, pos, (local if rows is None else rows[local])
+
+
 def _pair_rows_key(lists: list, ok: np.ndarray) -> list[np.ndarray]:
     """Per row ``(items, h, exact)``: equal for rows with equal multisets of item tuples.
 
@@ -236,9 +260,11 @@ def _pair_rows_key(lists: list, ok: np.ndarray) -> list[np.ndarray]:
     of a row's requests are coded densely (:func:`_item_coder`), sorted
     within the row and hashed per row (splitmix64 of code and position,
     summed), in blocks of :data:`_KEY_BLOCK` rows.  Rows with equal
-    ``(items, h)`` are then compared item by item with the first such row;
-    ``exact`` splits any hash collision, so the key is exact, never
-    probabilistic.
+    ``(items, h)`` are then compared item by item with the first such row
+    (a second pass over the blocks that sorts again and keeps only the sorted
+    codes of the first rows of groups with more than one row, not those of
+    every request); ``exact`` splits any hash collision, so the key is
+    exact, never probabilistic.
     """
     n = ok.size
     flats = []
@@ -248,41 +274,70 @@ def _pair_rows_key(lists: list, ok: np.ndarray) -> list[np.ndarray]:
             f = f[np.repeat(ok[L.ok], L.counts[L.ok])]
         flats.append(f)
     code, ncode = _item_coder(flats)
-    counts = np.where(ok, lists[0].counts, 0)
+    every = bool(ok.all())
+    counts = lists[0].counts if every else np.where(ok, lists[0].counts, 0)
     off = np.zeros(n + 1, np.int64)
     np.cumsum(counts, out=off[1:])
-    srt = np.empty(int(off[-1]), np.int32 if ncode < 2**31 else np.int64)
     rowhash = np.zeros(n, np.int64)
     for r0 in range(0, n, _KEY_BLOCK):
         r1 = min(n, r0 + _KEY_BLOCK)
-        a, b = int(off[r0]), int(off[r1])
-        row = np.repeat(np.arange(r1 - r0, dtype=np.int64), counts[r0:r1])
-        key = row * ncode + code(a, b)
-        key.sort()
-        key -= row * ncode  # codes sorted within each row
-        srt[a:b] = key
-        pos = np.arange(b - a, dtype=np.int64) - (off[r0:r1] - a)[row]
+        key, pos, _ = _sorted_rows(code, ncode, counts, off, r0, r1)
+        a = int(off[r0])
         with np.errstate(over="ignore"):
             h = _splitmix(key.astype(np.uint64) * np.uint64(0x100000001B3) + pos.astype(np.uint64))
+        del key, pos
         cs = np.zeros(h.size + 1, np.uint64)
         np.cumsum(h, out=cs[1:])
         rowhash[r0:r1] = (cs[off[r0 + 1:r1 + 1] - a] - cs[off[r0:r1] - a]).view(np.int64)
-    items = np.where(ok, counts, -1)
+        del h, cs
+    items = counts if every else np.where(ok, counts, -1)
     first = _ngroups([items, rowhash])
-    top = np.maximum.accumulate(first)  # groups are numbered in order of first row
-    rep = np.flatnonzero(np.r_[True, top[1:] > top[:-1]])  # first row of each (items, hash)
+    differ = _hash_collisions(code, ncode, counts, off, first)
     exact = np.zeros(n, np.int64)
-    for r0 in range(0, n, _KEY_BLOCK):  # every row against its group's first row
-        r1 = min(n, r0 + _KEY_BLOCK)
-        a, b = int(off[r0]), int(off[r1])
-        row = np.repeat(np.arange(r0, r1, dtype=np.int64), counts[r0:r1])
-        other = np.arange(a, b, dtype=np.int64) - off[row] + off[rep[first[row]]]
-        differ = np.unique(first[row[srt[a:b] != srt[other]]])
-        for g in differ:  # a hash collision: tell the rows apart by their bytes
-            rows = np.flatnonzero(first == g)
-            keys = np.array([srt[off[r]:off[r + 1]].tobytes() for r in rows], dtype=object)
-            exact[rows] = pd.factorize(keys)[0]
+    for g in differ:  # a hash collision: tell the rows apart by their sorted codes
+        rows = np.flatnonzero(first == g)
+        keys = np.array([np.sort(code(int(off[r]), int(off[r + 1]))).tobytes() for r in rows],
+                        dtype=object)
+        exact[rows] = pd.factorize(keys)[0]
     return [items, rowhash, exact]
+
+
+def _hash_collisions(code, ncode: int, counts: np.ndarray, off: np.ndarray,
+                     first: np.ndarray) -> np.ndarray:
+    """The ``(items, h)`` groups ``first`` whose rows' sorted item codes are not all equal.
+
+    Every row of a group with more than one row is compared item by item
+    with the group's first row; only those first rows' sorted codes are
+    kept, in one buffer (rows of one group have one item count).
+    """
+    n = first.size
+    top = np.maximum.accumulate(first)  # groups are numbered in order of first row
+    rep = np.flatnonzero(np.r_[True, top[1:] > top[:-1]])  # first row of each group
+    del top
+    shared = np.bincount(first)[first] > 1  # rows of groups with more than one row
+    kept = rep[shared[rep]]  # the first rows compared against
+    slot = np.full(rep.size, -1, np.int64)
+    slot[first[kept]] = np.arange(kept.size)
+    koff = np.zeros(kept.size + 1, np.int64)
+    np.cumsum(counts[kept], out=koff[1:])
+    buf = np.empty(int(koff[-1]), np.int32 if ncode < 2**31 else np.int64)
+    is_rep = np.zeros(n, bool)
+    is_rep[rep] = True
+    bad = []
+    for r0 in range(0, n, _KEY_BLOCK):
+        r1 = min(n, r0 + _KEY_BLOCK)
+        sel = np.flatnonzero(shared[r0:r1])
+        if not sel.size:
+            continue
+        key, pos, row = _sorted_rows(code, ncode, counts, off, r0, r1, sel)
+        row = row + r0
+        j = slot[first[row]]
+        at = koff[np.maximum(j, 0)] + pos
+        mine = is_rep[row]  # first rows: keep their codes
+        buf[at[mine]] = key[mine]
+        other = ~mine  # the others: compare (their first row is earlier)
+        bad.append(first[row[other][key[other] != buf[at[other]]]])
+    return np.unique(np.concatenate(bad)) if bad else np.zeros(0, np.int64)
 
 
 def _splitmix(x: np.ndarray) -> np.ndarray:
@@ -316,7 +371,12 @@ def _components(keys: list[np.ndarray], n: int) -> np.ndarray:
 
 
 def _groups(df: pd.DataFrame, lay: _Layout, block: int) -> np.ndarray:
-    keys = [_schedule_key(df)]
+    return _components(_group_keys(df, lay, block, _schedule_key(df)), len(df))
+
+
+def _group_keys(df: pd.DataFrame, lay: _Layout, block: int, sched: np.ndarray) -> list:
+    """The keys whose shared values link steps (rules 1-3 of :func:`fold_groups`)."""
+    keys = [sched]
     if "config" in df.columns:
         g = df["config"]
         if g.isna().any():
@@ -325,7 +385,7 @@ def _groups(df: pd.DataFrame, lay: _Layout, block: int) -> np.ndarray:
     if lay.time_ordered:
         nb = int(lay.pos.max()) // block + 1
         keys.append(pd.factorize(lay.run * nb + lay.pos // block)[0].astype(np.int64))
-    return _components(keys, len(df))
+    return keys
 
 
 def fold_groups(df: pd.DataFrame, *, time_ordered: bool | None = None,
@@ -386,7 +446,10 @@ def fold_groups(df: pd.DataFrame, *, time_ordered: bool | None = None,
     """
     _check_trace(df, need_y=False)
     block = _int(block, "block", 1)
-    return _groups(df, _layout(df, time_ordered), block)
+    _check_time_ordered(time_ordered)
+    sched = _schedule_key(df)  # first: its temporaries are the largest, the layout waits
+    keys = _group_keys(df, _layout(df, time_ordered), block, sched)  # the layout freed here
+    return _components(keys, len(df))
 
 
 def _check_k(k: Any, lo: int = 2) -> int:

@@ -130,7 +130,7 @@ from perfmodel.stats.validation import (
 )
 
 __all__ = ["CLUSTER_COLUMN", "LEVELS", "MIN_COUNT", "QUANTILE_RULE", "Interval",
-           "calibrate_intervals", "calibration_clusters", "cluster_conformal_bounds",
+           "calibrate_intervals", "calibration_clusters", "calibration_columns", "cluster_conformal_bounds",
            "conformal_bounds", "conformal_interval", "cv_residuals", "interval_regimes", "model_interval",
            "prediction_interval", "run_labels", "runs_text"]
 
@@ -329,14 +329,52 @@ def interval_regimes(df: pd.DataFrame, mu, thresholds_ms,
     return phase, length
 
 
-def _kept(fit, df: pd.DataFrame) -> pd.DataFrame:
-    if "duration_ms" not in df.columns:
+def _kept(fit, df: pd.DataFrame, fit_data=None):
+    """The rows of ``df`` inside the fit's outlier window, and ``fit_data`` of those rows."""
+    if not isinstance(df, pd.DataFrame) or "duration_ms" not in df.columns:
         raise InputError("calibrating intervals needs the fitted trace with duration_ms")
+    if fit_data is not None:
+        fit_data = _check_fit_data(fit, fit_data, len(df))
     win = fit.options.get("outlier_window")
     if win:
         y = pd.to_numeric(df["duration_ms"], errors="coerce").to_numpy(float)
-        df = df[(y >= win[0]) & (y <= win[1])]
-    return df.reset_index(drop=True)
+        keep = (y >= win[0]) & (y <= win[1])
+        df = df[keep]
+        if fit_data is not None:
+            fit_data = ({k: v[keep] for k, v in fit_data[0].items()}, fit_data[1][keep])
+    return df.reset_index(drop=True), fit_data
+
+
+def _check_fit_data(fit, fit_data, n: int):
+    """``fit_data`` = ``trace_fit_data(df, fit.model_name)``: the model's features, one per row."""
+    from perfmodel.core.model import get_model
+
+    m = get_model(fit.model_name)
+    m = get_model(m.fitted_as) if m.fitted_as else m
+    ok = isinstance(fit_data, tuple) and len(fit_data) == 2 and isinstance(fit_data[0], dict)
+    if ok:
+        arrays = [*fit_data[0].values(), fit_data[1]]
+        ok = set(m.requires) <= set(fit_data[0]) and all(
+            isinstance(a, np.ndarray) and a.shape == (n,) for a in arrays)
+    if not ok:
+        raise InputError(f"fit_data must be trace_fit_data(df, {fit.model_name!r}): a dict of "
+                         f"the features {list(m.requires)} and the step times, one per row "
+                         f"of df ({n})")
+    return fit_data
+
+
+def calibration_columns(df: pd.DataFrame, run_column: str | None = None) -> list[str]:
+    """The columns of ``df`` that :func:`calibrate_intervals` reads when given ``groups`` and
+    ``fit_data``: step times, B and S, time order, runs, configurations and the phase rule
+    (``num_decode``, else ``chunk_sizes``).  A frame cut to them gives the same calibration
+    (``tests/stats/test_intervals.py``) without the per-request lists the fold groups and
+    features were computed from.
+    """
+    need = ["batch_size", "total_tokens", "duration_ms", "step", "timestamp", "num_decode",
+            "replicate", RUN_COLUMN, CLUSTER_COLUMN, run_column]
+    if "num_decode" not in df.columns:
+        need.append("chunk_sizes")
+    return [c for c in df.columns if c in need]
 
 
 def cv_residuals(fit, df: pd.DataFrame, *, scheme: str = "auto", k: int = 5, seed: int = 0,
@@ -367,15 +405,16 @@ def cv_residuals(fit, df: pd.DataFrame, *, scheme: str = "auto", k: int = 5, see
     """
     if scheme not in ("auto", "grouped", "blocked"):
         raise InputError(f"scheme must be 'auto', 'grouped' or 'blocked', got {scheme!r}")
-    d = _kept(fit, df)
+    d, _ = _kept(fit, df)
     return _cv_residuals(fit, d, fold_groups(d, time_ordered=time_ordered, block=block),
                          scheme=scheme, k=k, seed=seed, time_ordered=time_ordered, block=block,
                          n_starts=n_starts, run_column=run_column)
 
 
 def _cv_residuals(fit, d: pd.DataFrame, groups: np.ndarray, *, scheme, k, seed, time_ordered,
-                  block, n_starts, run_column=None) -> tuple[np.ndarray, dict]:
-    """:func:`cv_residuals` of the kept rows ``d`` with their :func:`fold_groups` ``groups``."""
+                  block, n_starts, run_column=None, fit_data=None) -> tuple[np.ndarray, dict]:
+    """:func:`cv_residuals` of the kept rows ``d`` with their :func:`fold_groups` ``groups``
+    (and ``trace_fit_data`` of those rows, computed when None)."""
     from perfmodel.core.fit import fit_model, trace_fit_data
     from perfmodel.data.trace import validate_trace
 
@@ -394,6 +433,9 @@ def _cv_residuals(fit, d: pd.DataFrame, groups: np.ndarray, *, scheme, k, seed, 
             scheme, note = "grouped", f"blocked folds impossible ({e}); grouped folds used"
     if splits is None:
         splits = make_folds(d, scheme, **kw)
+    # positions as int32 where they fit: the same rows, half the memory of k folds
+    if len(d) < 2**31:
+        splits = [(tr.astype(np.int32), te.astype(np.int32)) for tr, te in splits]
     scale = scale_of(fit)
     y = d["duration_ms"].to_numpy(float)
     out = np.full(len(d), np.nan)
@@ -401,7 +443,8 @@ def _cv_residuals(fit, d: pd.DataFrame, groups: np.ndarray, *, scheme, k, seed, 
     # the fit's features and step times of every kept row, once: each refit and its test
     # fold take row subsets of these arrays instead of copies of the frame's rows (the same
     # bits: a step's features do not depend on the other rows, perfmodel.data.features)
-    feats, y_fit = trace_fit_data(validate_trace(d), fit.model_name)
+    feats, y_fit = (trace_fit_data(validate_trace(d), fit.model_name) if fit_data is None
+                    else fit_data)
     for tr, te in splits:
         f = fit_model({k: v[tr] for k, v in feats.items()}, fit.model_name, y=y_fit[tr],
                       loss=o.get("loss", "linear"), relative=o.get("relative", "log"),
@@ -529,7 +572,8 @@ def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int 
                         scheme: str = "auto", k: int = 5, seed: int = 0,
                         time_ordered: bool | None = None, block: int = DEFAULT_BLOCK,
                         n_starts: int = 4, prefill_ratio: float = PREFILL_RATIO,
-                        run_column: str | None = None) -> dict:
+                        run_column: str | None = None, groups: np.ndarray | None = None,
+                        fit_data: tuple | None = None) -> dict:
     """The Mondrian CV-conformal calibration of ``fit`` on its trace ``df`` (module docstring).
 
     Parameters
@@ -544,6 +588,13 @@ def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int 
         before this option existed) or the column naming each step's engine
         run, >= 2 runs (across-run calibration: every score is out-of-run,
         module docstring, "Across runs"); recorded under ``runs``
+    groups : ``fold_groups(df, time_ordered=time_ordered, block=block)`` if the
+        caller has it (only for a fit without outlier window: the groups are
+        those of the kept rows); computed when None
+    fit_data : ``trace_fit_data(df, fit.model_name)`` (features and step
+        times of every row of ``df``) if the caller has it; computed when None.
+        With both, ``df`` may be cut to :func:`calibration_columns`: the
+        calibration is the same, bit for bit (``tests/stats/test_intervals.py``)
 
     Returns
     -------
@@ -555,11 +606,15 @@ def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int 
         raise InputError(f"min_count must be an integer >= 1, got {min_count!r}")
     if scheme not in ("auto", "grouped", "blocked"):
         raise InputError(f"scheme must be 'auto', 'grouped' or 'blocked', got {scheme!r}")
-    d = _kept(fit, df)
-    groups = fold_groups(d, time_ordered=time_ordered, block=block)  # once: folds and pools
+    if groups is not None and fit.options.get("outlier_window"):
+        raise InputError("groups: give them only for a fit without outlier window (they must "
+                         "be those of the rows kept)")
+    d, fit_data = _kept(fit, df, fit_data)
+    if groups is None:
+        groups = fold_groups(d, time_ordered=time_ordered, block=block)  # once: folds and pools
     resid, folds = _cv_residuals(fit, d, groups, scheme=scheme, k=k, seed=seed,
                                  time_ordered=time_ordered, block=block, n_starts=n_starts,
-                                 run_column=run_column)
+                                 run_column=run_column, fit_data=fit_data)
     if run_column is None:  # within the trace; several runs read by read_runs are pooled
         pooled = int(d[RUN_COLUMN].nunique()) if RUN_COLUMN in d.columns else 1
         runs = {"calibration": WITHIN_RUN, "n_runs": max(pooled, 1)}
@@ -567,7 +622,8 @@ def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int 
         labels = sorted(set(run_labels(d, run_column)))
         runs = {"calibration": ACROSS_RUNS, "column": run_column, "n_runs": len(labels),
                 "labels": labels}
-    mu = fit.predict(d)
+    mu = fit.predict(d if fit_data is None else fit_data[0])
+    del fit_data
     thresholds = [float(f"{v:.6g}") for v in np.quantile(mu, [1 / 3, 2 / 3])]
     phase, length = interval_regimes(d, mu, thresholds, prefill_ratio)
     clusters = calibration_clusters(d)

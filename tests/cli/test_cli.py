@@ -560,3 +560,27 @@ def test_fit_without_intervals_is_fit_model_of_the_trace_bit_for_bit(tmp_path, r
         for k in ("created", "trace", "trace_sha256"):
             d["provenance"].pop(k, None)
     assert got == want
+
+
+def test_fit_calibration_on_the_cut_frame_is_the_library_calibration_of_the_whole(tmp_path, run):
+    """perfmodel fit calibrates on the fold groups, the fit's features and a frame cut to the
+    columns the calibration reads: the same bits as calibrate_intervals on the whole trace."""
+    from perfmodel.core.fit import fit_model
+    from perfmodel.data.trace import read_trace
+    from perfmodel.stats.intervals import calibrate_intervals
+
+    trace = tmp_path / "t.csv"
+    d = pd.read_csv(EXAMPLE).iloc[:600]
+    d["note"] = "unread"  # a column the calibration does not read
+    d.to_csv(trace, index=False)
+    out = tmp_path / "f.json"
+    rc, _, err = run(["fit", trace, "-o", out, "--model", "seed_ctx_mono", "--starts", "2",
+                      "--seed", "3"])
+    assert rc == 0, err
+    whole = read_trace(trace)
+    assert "context_lens" in whole.columns
+    fit = fit_model(whole, "seed_ctx_mono", n_starts=2, seed=3)
+    want = calibrate_intervals(fit, whole, seed=3, n_starts=2)
+    got = json.loads(out.read_text())["interval_calibration"]
+    assert json.dumps(got, sort_keys=True) == json.dumps(json.loads(json.dumps(want)),
+                                                         sort_keys=True)

@@ -350,3 +350,57 @@ def test_interval_regimes_are_the_labels_of_each_step():
     want = np.where(mu < t[0], "short", np.where(mu >= t[1], "long", "medium"))
     assert length.tolist() == want.tolist()
     assert {"short", "medium", "long"} == set(length.tolist())
+
+
+@pytest.mark.parametrize("extra", ["none", "config", "no_num_decode"])
+def test_a_frame_cut_to_the_calibration_columns_gives_the_same_calibration(extra):
+    """Given its fold groups and features, a frame without the per-request lists (and the
+    other columns the calibration does not read) is calibrated bit for bit as the whole one."""
+    from perfmodel.core.fit import trace_fit_data
+    from perfmodel.data.trace import validate_trace
+    from perfmodel.stats.intervals import calibration_columns
+    from perfmodel.stats.validation import fold_groups
+
+    d = validate_trace(simulate_trace(n=700, noise="multiplicative", seed=9))
+    if extra == "config":
+        d["config"] = [f"c{i // 5}" for i in range(len(d))]
+    if extra == "no_num_decode":
+        d = d.drop(columns=["num_decode"])
+    d["unread"] = np.arange(len(d))  # a column nothing reads
+    fit = fit_model(d, "seed_ctx_mono", n_starts=2)
+    want = calibrate_intervals(fit, d, n_starts=2)
+    cols = calibration_columns(d)
+    assert "context_lens" not in cols and "unread" not in cols
+    assert ("chunk_sizes" in cols) == (extra == "no_num_decode")  # the phase rule needs it then
+    got = calibrate_intervals(fit, d[cols], n_starts=2, groups=fold_groups(d),
+                              fit_data=trace_fit_data(d, fit.model_name))
+    assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
+
+
+def test_calibration_inputs_that_do_not_fit_the_trace_are_refused():
+    from perfmodel.core.fit import trace_fit_data
+    from perfmodel.stats.validation import fold_groups
+
+    d = simulate_trace(n=200, noise="multiplicative", seed=3)
+    fit = fit_model(d, "seed_ctx_mono", n_starts=1)
+    feats, y = trace_fit_data(d, fit.model_name)
+    for bad in ((feats, y[:-1]), ({"B": feats["B"]}, y), feats):
+        with pytest.raises(InputError, match="fit_data"):
+            calibrate_intervals(fit, d, n_starts=1, fit_data=bad)
+    with pytest.raises(InputError, match="groups"):
+        calibrate_intervals(fit, d, n_starts=1, groups=fold_groups(d)[:-1])
+    windowed = fit_model(d, "seed_ctx_mono", n_starts=1, outlier_window=(0.0, 1e9))
+    with pytest.raises(InputError, match="outlier window"):
+        calibrate_intervals(windowed, d, n_starts=1, groups=fold_groups(d))
+
+
+def test_fit_data_with_an_outlier_window_keeps_the_rows_the_fit_kept():
+    from perfmodel.core.fit import trace_fit_data
+
+    d = simulate_trace(n=500, noise="multiplicative", seed=4)
+    y = d["duration_ms"].to_numpy(float)
+    win = (float(np.quantile(y, 0.05)), float(np.quantile(y, 0.95)))
+    fit = fit_model(d, "seed_ctx_mono", n_starts=1, outlier_window=win)
+    want = calibrate_intervals(fit, d, n_starts=1)
+    got = calibrate_intervals(fit, d, n_starts=1, fit_data=trace_fit_data(d, fit.model_name))
+    assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
