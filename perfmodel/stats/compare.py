@@ -273,7 +273,7 @@ def _in_sample(df, y, make, relative, lof_groups) -> dict[str, Any]:
 
 def _lof_groups(df: pd.DataFrame) -> np.ndarray | None:
     """Groups of identical inputs (same schedule) when some are replicated, else None."""
-    from perfmodel.stats.folds import _schedule_key
+    from perfmodel.stats.schedule_key import _schedule_key
 
     g = _schedule_key(df)
     return g if np.unique(g).size < g.size else None

@@ -44,7 +44,8 @@ from perfmodel._checks import check_int_range
 from perfmodel.data.trace import check_step_columns
 from perfmodel.errors import InputError
 from perfmodel.stats import validation as _v
-from perfmodel.stats.folds import _layout, _schedule_key
+from perfmodel.stats.folds import _layout
+from perfmodel.stats.schedule_key import _schedule_key
 
 __all__ = [
     "BLOCKS",

@@ -14,6 +14,7 @@ from perfmodel.errors import InputError
 from perfmodel.stats import baselines as bl
 from perfmodel.stats import crossval as cvl
 from perfmodel.stats import folds as fo
+from perfmodel.stats import schedule_key as sk
 from perfmodel.stats import splits as spl
 
 
@@ -367,7 +368,7 @@ def test_schedule_key_splits_a_hash_collision(monkeypatch):
     df = pd.DataFrame({"batch_size": [2, 2, 2, 2], "total_tokens": [2, 2, 2, 2],
                        "chunk_sizes": ["1;1", "1;1", "1;1", "1;1"],
                        "context_lens": ["3;4", "5;6", "4;3", "6;5"]})
-    monkeypatch.setattr(fo, "_splitmix", lambda x: np.zeros_like(x))  # every hash collides
+    monkeypatch.setattr(sk, "_splitmix", lambda x: np.zeros_like(x))  # every hash collides
     np.testing.assert_array_equal(fo._schedule_key(df), [0, 1, 0, 1])
     np.testing.assert_array_equal(fo._schedule_key(df), _schedule_key_reference(df))
 
@@ -476,7 +477,7 @@ def test_make_folds_with_the_groups_given_is_make_folds_computing_them():
 
 def test_ngroups_are_the_codes_of_a_pandas_grouping():
     """Pairwise factorisation numbers row tuples as groupby(sort=False).ngroup() does."""
-    from perfmodel.stats.folds import _ngroups
+    from perfmodel.stats.schedule_key import _ngroups
 
     rng = np.random.default_rng(9)
     n = 2000
