@@ -67,7 +67,9 @@ $(NB_BUILD)/13_real_client.ipynb: $(wildcard data/vllm-serve/*/*/*)
 # 16_real_client_replicates replays the replicated series with the fit of the first series
 $(NB_BUILD)/16_real_client_replicates.ipynb: $(wildcard data/vllm-serve/*/*/*)
 # full mode tabulates the stored coverage study (scripts/coverage_study.py, ~20 min)
-$(NB_BUILD)/04_uncertainty.ipynb: $(wildcard paper/results/*)
+$(NB_BUILD)/04_uncertainty.ipynb: $(wildcard paper/results/coverage_*)
+# 17_interval_coverage tabulates the stored interval study (scripts/interval_study.py --transfer)
+$(NB_BUILD)/17_interval_coverage.ipynb: $(wildcard paper/results/interval_coverage*)
 
 .PHONY: notebooks paper paper-check paper-clean notebooks-store nbval pipeline-start FORCE
 .DELETE_ON_ERROR:

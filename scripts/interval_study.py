@@ -50,15 +50,23 @@ covers ``run2``: within-run, and across the ``replicate`` column of run1
 in ``--transfer``, plus the calibration's length thirds; ``width`` is the
 median of ``(upper - lower) / predicted``.
 
+With ``--out FILE`` each table is written atomically (``FILE``, and with the
+stem suffixed ``-transfer`` / ``-across-runs``), and ``<stem>-settings.json``
+beside it records the settings, the start time, the wall time and the 1-minute
+load average at the start and the end (the stored results the paper reads:
+``paper/results/interval_coverage*``).
+
 Usage::
 
     nice python scripts/interval_study.py [--only gpu vllm-cpu splitwise] [--out FILE]
     nice python scripts/interval_study.py --only none --transfer [--cpu-root DIR]
+    nice -n 10 python scripts/interval_study.py --transfer --out paper/results/interval_coverage.csv
     nice python scripts/interval_study.py --only none --across-runs [--gpu-root DIR]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import warnings
@@ -262,6 +270,8 @@ def main(argv=None) -> int:
     ap.add_argument("--gpu-root", default=None,
                     help="with --across-runs: a folder with run1/trace.csv and run2/trace.csv")
     args = ap.parse_args(argv)
+    started = (time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()), time.perf_counter(),
+               os.getloadavg()[0])
     tables = []
     for name, loads, scheme, timed in study_parts(args.only):
         steps = []
@@ -289,7 +299,28 @@ def main(argv=None) -> int:
     if args.across_runs:
         emit(across_runs(Path(args.cpu_root), Path(args.gpu_root) if args.gpu_root else None,
                          args.starts), "-across-runs")
+    if args.out:
+        write_settings(Path(args.out), args, started)
     return 0
+
+
+def write_settings(out: Path, args, started) -> None:
+    """``<stem>-settings.json`` beside ``out``: settings, wall time and load of this run."""
+    import json
+
+    from perfmodel._io import atomic_write_text, json_safe
+
+    utc, t0, load0 = started
+    record = {"levels": list(LEVELS), "k": 5, "fold_seed": 0, "n_starts": args.starts,
+              "only": args.only, "transfer": args.transfer, "across_runs": args.across_runs,
+              "cpu_root": os.path.relpath(args.cpu_root, ROOT), "gpu_root": args.gpu_root,
+              "started_utc": utc, "wall_seconds": round(time.perf_counter() - t0, 1),
+              "load_average_1min_start_end": [round(load0, 2), round(os.getloadavg()[0], 2)],
+              "cpu_count": os.cpu_count(), "niceness": os.nice(0),
+              "blas_threads": {k: os.environ.get(k) for k in
+                               ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}}
+    atomic_write_text(out.with_name(out.stem + "-settings.json"),
+                      json.dumps(json_safe(record), indent=2) + "\n", force=True)
 
 
 if __name__ == "__main__":
