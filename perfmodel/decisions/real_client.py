@@ -520,6 +520,16 @@ def capacity_check(result, target: float | None = None) -> dict:
             "level": iv.get("level"), "inside": inside, "target": target}
 
 
+def _budget_fields(r: dict) -> dict:
+    """A replayed run's engine limits, goodput and attainment, measured and predicted: the
+    columns of :func:`budget_table` and :func:`budget_replicates`."""
+    return {**r["engine"],
+            "goodput measured": r["goodput_req_s"]["measured"],
+            "goodput predicted": r["goodput_req_s"]["predicted"],
+            "attainment measured": r["attainment"]["measured"],
+            "attainment predicted": r["attainment"]["predicted"]}
+
+
 def budget_table(result, pairs=(("budget-default-{}", "budget-tuned-{}"),),
                  rates=None) -> pd.DataFrame:
     """vLLM's default limits against the tuned budget, per rate: measured and predicted goodput.
@@ -543,11 +553,7 @@ def budget_table(result, pairs=(("budget-default-{}", "budget-tuned-{}"),),
                 r = runs.get(fmt.format(txt))
                 if r is None:
                     raise InputError(f"budget run {fmt.format(txt)!r} missing for rate {txt}")
-                rows.append({"rate": rate, "config": cfg, **r["engine"],
-                             "goodput measured": r["goodput_req_s"]["measured"],
-                             "goodput predicted": r["goodput_req_s"]["predicted"],
-                             "attainment measured": r["attainment"]["measured"],
-                             "attainment predicted": r["attainment"]["predicted"]})
+                rows.append({"rate": rate, "config": cfg, **_budget_fields(r)})
     if not rows:
         raise InputError("no budget-default-<rate> / budget-tuned-<rate> runs in result")
     return pd.DataFrame(rows)
@@ -594,11 +600,7 @@ def budget_replicates(result) -> tuple[pd.DataFrame, pd.DataFrame]:
         except ValueError:
             raise InputError(f"budget run {name!r}: {m.group(2)!r} is not a rate") from None
         rows.append({"rate": rate, "rep": int(m.group(3)), "config": m.group(1),
-                     **r["engine"], "n": int(r.get("n", 0)),
-                     "goodput measured": r["goodput_req_s"]["measured"],
-                     "goodput predicted": r["goodput_req_s"]["predicted"],
-                     "attainment measured": r["attainment"]["measured"],
-                     "attainment predicted": r["attainment"]["predicted"]})
+                     **r["engine"], "n": int(r.get("n", 0)), **_budget_fields(r)})
     if not rows:
         raise InputError("no budget-default-<rate>-rep<i> / budget-tuned-<rate>-rep<i> runs "
                          "in result")

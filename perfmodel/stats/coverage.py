@@ -396,6 +396,15 @@ def run_study(plan=None, R: int = 500, *, n: int = 300, n_boot: int = 199, alpha
     return df
 
 
+def _mark(df: pd.DataFrame, goal) -> pd.DataFrame:
+    """Add ``recommended`` (the scenario's :data:`RECOMMENDED` method) and ``in_goal``
+    (coverage inside ``goal``) to a summary; shared by :func:`summarize` and
+    :func:`merge_summaries`."""
+    df["recommended"] = [RECOMMENDED.get(s) == m for s, m in zip(df["scenario"], df["method"])]
+    df["in_goal"] = (df["coverage"] >= goal[0]) & (df["coverage"] <= goal[1])
+    return df
+
+
 def summarize(records: pd.DataFrame, goal=GOAL) -> pd.DataFrame:
     """Coverage share and Monte Carlo standard error per (scenario, method, parameter).
 
@@ -435,9 +444,7 @@ def summarize(records: pd.DataFrame, goal=GOAL) -> pd.DataFrame:
                     "n_at_bound": int(g["at_bound"].sum()) if "at_bound" in g else 0,
                     "median_rel_width": np.nan, "seconds": sec})
     df = pd.DataFrame(out)
-    df["recommended"] = [RECOMMENDED.get(s) == m for s, m in zip(df["scenario"], df["method"])]
-    df["in_goal"] = (df["coverage"] >= goal[0]) & (df["coverage"] <= goal[1])
-    return df
+    return _mark(df, goal)
 
 
 def coverage_table(summary: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
@@ -477,6 +484,4 @@ def merge_summaries(old: pd.DataFrame, new: pd.DataFrame, goal=GOAL) -> pd.DataF
     df = pd.concat([old[keep], new], ignore_index=True)
     order = df["scenario"].map({sc: i for i, sc in enumerate(SCENARIOS)})
     df = df.iloc[np.argsort(order.to_numpy(), kind="stable")].reset_index(drop=True)
-    df["recommended"] = [RECOMMENDED.get(s) == m for s, m in zip(df["scenario"], df["method"])]
-    df["in_goal"] = (df["coverage"] >= goal[0]) & (df["coverage"] <= goal[1])
-    return df
+    return _mark(df, goal)
