@@ -79,6 +79,12 @@ def add_decision_arguments(parser) -> None:
                         help="parameter samples (.npy or .csv, n x p) for the interval "
                              "(default: normal approximation of the fit covariance)")
     parser.add_argument("--no-noise", action="store_true", help="no step noise")
+    parser.add_argument("--run-sd", type=float, default=0.0, metavar="SD",
+                        help="sd (log scale) of the run-level term of the interval: each "
+                             "replication runs every step exp(u) times slower, u ~ N(0, SD^2) "
+                             "(the host's speed from run to run; estimate it from the step "
+                             "logs of runs the fit did not see, perfmodel.stats.run_level; "
+                             "default 0: none)")
     parser.add_argument("--max-load", type=float, default=None,
                         help="search cap (req/s or clients)")
     add_random_state_argument(parser, "arrivals, step noise and parameter draws")
@@ -175,7 +181,7 @@ def capacity_command(args) -> tuple[str, dict]:
                  replications=args.replications, level=args.level, boot_samples=samples,
                  noise=not args.no_noise, rel_tol=args.rel_tol, max_load=args.max_load,
                  seed=args.seed, backend=args.backend, n_jobs=args.jobs,
-                 scheduler=args.scheduler)
+                 scheduler=args.scheduler, run_sd=args.run_sd)
     if est is not None:
         d["assumptions"]["overhead_estimate"] = est._asdict()
     key, unit = ("max_rate", "req/s") if args.mode == "rate" else ("max_concurrency", "clients")
@@ -184,6 +190,7 @@ def capacity_command(args) -> tuple[str, dict]:
              (f"model {d['assumptions']['model']}; engine max_num_seqs {engine.max_num_seqs}, "
              f"max_num_batched_tokens {engine.max_num_batched_tokens}, policy {engine.policy}, "
              f"step overhead {engine.step_overhead_ms:.3g} ms; {workload.n} requests"),
+             f"run-level term: {d['assumptions']['run_level']}",
              "load        attainment  goodput(req/s)  p99 TTFT(ms)  p99 TPOT(ms)"]
     for c in d["attainment_curve"]:
         lines.append(f"{c['load']:<11.4g} {c['attainment']:<11.3f} {c['goodput_req_s']:<15.3g} "
@@ -203,7 +210,7 @@ def tune_command(args) -> tuple[str, dict]:
                           engine=engine, replications=args.replications, level=args.level,
                           boot_samples=samples, noise=not args.no_noise, rel_tol=args.rel_tol,
                           max_load=args.max_load, seed=args.seed, backend=args.backend,
-                          n_jobs=args.jobs, scheduler=args.scheduler)
+                          n_jobs=args.jobs, scheduler=args.scheduler, run_sd=args.run_sd)
     if est is not None:
         d["assumptions"]["overhead_estimate"] = est._asdict()
     rec, base = d["recommended"], d["baseline"]

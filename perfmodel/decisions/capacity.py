@@ -30,8 +30,11 @@ Method
    their estimates, as in :class:`perfmodel.stats.predictive.PredictiveDistribution`;
    draws clipped to the model's bounds); step noise ``inverse(mu, e)`` on
    the fit's scale with ``e ~ N(0, rss/dof)`` (the step part of the same
-   predictive distribution; :mod:`perfmodel.core.scale`); and a new arrival
-   schedule.  The interval is the pair of empirical ``(1 -+ level)/2``
+   predictive distribution; :mod:`perfmodel.core.scale`); with ``run_sd`` > 0
+   a run-level factor ``exp(u)``, ``u ~ N(0, run_sd^2)``, on every step of the
+   replication (the host's speed from run to run,
+   :mod:`perfmodel.stats.run_level`: step noise alone averages away over a run
+   and gives too narrow an interval); and a new arrival schedule.  The interval is the pair of empirical ``(1 -+ level)/2``
    quantiles of these answers.  The replications are independent (each seeded
    by its index) and run through :func:`perfmodel._parallel.map_tasks`
    (``backend``: local processes or a Dask cluster; identical answers on
@@ -68,7 +71,7 @@ from perfmodel.decisions.requests_workload import SLO, Workload
 from perfmodel.decisions.simulate import EngineConfig, simulate_closed_loop, simulate_open_loop
 from perfmodel.errors import InputError
 
-__all__ = ["MODES", "StepModelDraw", "capacity", "evaluate_load", "parameter_draws"]
+__all__ = ["MODES", "StepModelDraw", "capacity", "evaluate_load", "parameter_draws", "run_factors"]
 
 MODES = ("rate", "concurrency")
 DEFAULT_MAX_RATE = 1e4
@@ -83,12 +86,15 @@ _CURVE = (0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0)
 class StepModelDraw:
     """A step model with parameters ``theta`` and, optionally, step noise on the fit's scale.
 
-    ``predict(features)`` returns ``inverse(mu(theta), e)`` with ``e ~ N(0,
+    ``predict(features)`` returns ``factor * inverse(mu(theta), e)`` with ``e ~ N(0,
     rss/dof)`` drawn from its own generator (``seed``; :meth:`reset` restarts it so
-    that every load of one search sees the same noise sequence).
+    that every load of one search sees the same noise sequence); ``factor`` is
+    the run-level speed of the replication (:mod:`perfmodel.stats.run_level`;
+    1: the fitted run's).
     """
 
-    def __init__(self, fit, theta=None, *, noise: bool = True, seed: int = 0):
+    def __init__(self, fit, theta=None, *, noise: bool = True, seed: int = 0,
+                 factor: float = 1.0):
         for a in ("model", "values", "rss", "dof"):
             if not hasattr(fit, a):
                 raise InputError(f"intervals and step noise need a FitResult, got "
@@ -98,6 +104,7 @@ class StepModelDraw:
         self.scale = scale_of(fit)
         self.sd = math.sqrt(float(fit.rss) / int(fit.dof)) if noise and fit.dof > 0 else 0.0
         self.seed = int(seed)
+        self.factor = check_positive("factor", factor)
         self.reset()
 
     def reset(self) -> None:
@@ -108,7 +115,14 @@ class StepModelDraw:
         if self.sd > 0:
             mu = self.scale.inverse(np.maximum(mu, 1e-9),
                                     self.rng.normal(0.0, self.sd, mu.shape))
-        return np.maximum(mu, 1e-6)
+        return np.maximum(mu * self.factor, 1e-6)
+
+
+def run_factors(n: int, run_sd: float, seed: int) -> np.ndarray:
+    """``n`` run-level speed factors ``exp(u)``, ``u ~ N(0, run_sd^2)`` (all 1 when ``run_sd`` is 0)."""
+    if run_sd == 0:
+        return np.ones(int(n))
+    return np.exp(np.random.default_rng(seed).normal(0.0, run_sd, int(n)))
 
 
 def parameter_draws(fit, n: int, seed: int = 0, boot_samples=None) -> tuple[np.ndarray, str]:
@@ -261,14 +275,15 @@ def _one_search(model, workload, slo, mode, engine, max_load, rel_tol, arrival_s
 
 
 def _replication(task, *, fit, noise, seed, search):
-    """One replication of the interval: ``task = (r, theta_r)`` -> (answer, evaluations).
+    """One replication of the interval: ``task = (r, theta_r, factor_r)`` -> (answer, evaluations).
 
     Everything random in it is seeded by ``r`` (its step noise by ``seed + 1000 + r``,
-    its arrivals by ``seed + 2000 + r``), so the answers do not depend on where
-    or in which order the replications run (:func:`perfmodel._parallel.map_tasks`).
+    its arrivals by ``seed + 2000 + r``; its parameters and run factor are drawn
+    before), so the answers do not depend on where or in which order the
+    replications run (:func:`perfmodel._parallel.map_tasks`).
     """
-    r, theta = task
-    m = StepModelDraw(fit, theta, noise=noise, seed=seed + 1000 + r)
+    r, theta, factor = task
+    m = StepModelDraw(fit, theta, noise=noise, seed=seed + 1000 + r, factor=factor)
     a, _, k = _one_search(m, search["workload"], search["slo"], search["mode"],
                           search["engine"], search["max_load"], search["rel_tol"],
                           seed + 2000 + r, start=search["start"])
@@ -301,7 +316,8 @@ def capacity(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
              engine: EngineConfig | None = None, replications: int = 20, level: float = 0.9,
              boot_samples=None, noise: bool = True, rel_tol: float = 0.02,
              max_load: float | None = None, seed: int = 0, backend: str = "loky",
-             n_jobs: int = 1, scheduler: str | None = None) -> dict[str, Any]:
+             n_jobs: int = 1, scheduler: str | None = None,
+             run_sd: float = 0.0) -> dict[str, Any]:
     """Highest request rate / concurrency whose simulated SLO attainment meets the target.
 
     Parameters
@@ -322,6 +338,12 @@ def capacity(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
         ``n_jobs=1`` in this process; ``'dask'`` a Dask cluster at ``scheduler`` or
         a LocalCluster); the answer is the same on every backend (each
         replication is seeded by its index)
+    run_sd : sd (log scale) of the run-level term: each replication runs all
+        its steps ``exp(u)`` times slower, ``u ~ N(0, run_sd^2)`` (the host's
+        speed from run to run; estimate it from the step logs of runs the fit
+        did not see with :func:`perfmodel.stats.run_level.run_level_spread`).
+        0 (default): no run-level term, the interval is then for a run as fast
+        as the fitted one
 
     Returns
     -------
@@ -333,6 +355,7 @@ def capacity(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
     mode, engine, level, R, rel_tol, max_load = _check_common(
         workload, slo, mode, engine, level, replications, rel_tol, max_load)
     seed = check_int_range("seed", seed, 0, integral_float=True)
+    run_sd = check_positive("run_sd", run_sd, allow_zero=True)
     check_backend(backend, scheduler)
     is_fit = hasattr(fit, "rss") and hasattr(fit, "values")
     if (R > 0 or noise) and not is_fit:
@@ -348,8 +371,9 @@ def capacity(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
         search = {"workload": workload, "slo": slo, "mode": mode, "engine": engine,
                   "max_load": max_load, "rel_tol": rel_tol,
                   "start": answer if answer > 0 else 1.0}
+        factors = run_factors(R, run_sd, seed + 3000)
         task = partial(_replication, fit=fit, noise=noise, seed=seed, search=search)
-        out = map_tasks(task, list(enumerate(thetas)), backend=backend, n_jobs=n_jobs,
+        out = map_tasks(task, [(r, thetas[r], factors[r]) for r in range(R)], backend=backend, n_jobs=n_jobs,
                         scheduler=scheduler, desc="capacity replications")
         vals = [a for a, _ in out]
         n_eval += sum(k for _, k in out)
@@ -360,16 +384,25 @@ def capacity(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
                     "sources": {"parameters": source,
                                 "step_noise": _noise_text(point_model) if noise else "off",
                                 "arrivals": "a new Poisson schedule per replication"
-                                if mode == "rate" else "closed loop (none)"}}
+                                if mode == "rate" else "closed loop (none)",
+                                "run_level": _run_text(run_sd)}}
     curve = _curve(point_model, workload, slo, mode, engine, answer, max_load, seed)
     key = "max_rate" if mode == "rate" else "max_concurrency"
     return {
         "mode": mode, key: answer, "feasible": answer > 0, "capped": capped,
         "interval": interval, "slo": slo.as_dict(), "attainment_curve": curve,
-        "assumptions": _assumptions(fit, workload, engine, mode, noise, point_model),
+        "assumptions": {**_assumptions(fit, workload, engine, mode, noise, point_model),
+                        "run_level": _run_text(run_sd)},
         "search": {"rel_tol": rel_tol, "max_load": max_load, "evaluations": n_eval,
                    "rule": "doubling from 1, then bisection on the attainment target"},
     }
+
+
+def _run_text(run_sd: float) -> str:
+    if run_sd == 0:
+        return ("none: every replication runs at the fitted run's speed (the interval leaves "
+                "out the run-to-run change of the host's speed)")
+    return (f"one factor exp(u) per replication on every step, u ~ N(0, {run_sd:.3g}^2)")
 
 
 def _noise_text(model) -> str:

@@ -338,7 +338,8 @@ def _engine(limits: dict, overhead: float, delays: dict | None = None) -> Engine
 
 def validate_series(series, train: str, slo="ttft_p99=1000,tpot_p99=50", *,
                     replications: int = 20, seed: int = 0,
-                    client_round_trip: bool = True, train_series=None) -> dict:
+                    client_round_trip: bool = True, train_series=None,
+                    run_sd: float = 0.0) -> dict:
     """Fit on run ``train`` of ``series``, replay every run, and compute the capacity answer.
 
     Parameters
@@ -356,6 +357,9 @@ def validate_series(series, train: str, slo="ttft_p99=1000,tpot_p99=50", *,
         delay on the training run (:func:`client_delays`) and replay every
         run, and the capacity search, with them (False: both 0, the replay
         without a client round trip)
+    run_sd : the capacity interval's run-level term
+        (:func:`perfmodel.decisions.capacity.capacity`; estimate it with
+        :func:`perfmodel.decisions.run_intervals.series_run_spread`)
 
     Returns
     -------
@@ -402,8 +406,9 @@ def validate_series(series, train: str, slo="ttft_p99=1000,tpot_p99=50", *,
                   output_tokens=wt["output_tokens"].to_numpy())
     lim = run_limits(troot / train)
     cap = capacity(fit, wl, slo, mode="rate", engine=_engine(lim, overhead, delays),
-                   replications=replications, seed=seed)
+                   replications=replications, seed=seed, run_sd=run_sd)
     result["capacity"] = {"max_rate": cap["max_rate"], "interval": cap["interval"],
+                          "run_level": cap["assumptions"]["run_level"],
                           "engine": lim, "workload": f"request lengths of {train}"}
     return result
 

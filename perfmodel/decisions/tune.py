@@ -42,9 +42,11 @@ from perfmodel.decisions.capacity import (
     StepModelDraw,
     _check_common,
     _one_search,
+    _run_text,
     _unit_arrivals,
     evaluate_load,
     parameter_draws,
+    run_factors,
     with_limits,
 )
 from perfmodel.decisions.requests_workload import SLO, Workload
@@ -93,14 +95,14 @@ def tune_token_budget(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
                       replications: int = 10, level: float = 0.9, boot_samples=None,
                       noise: bool = True, rel_tol: float = 0.05, max_load: float | None = None,
                       seed: int = 0, backend: str = "loky", n_jobs: int = 1,
-                      scheduler: str | None = None) -> dict[str, Any]:
+                      scheduler: str | None = None, run_sd: float = 0.0) -> dict[str, Any]:
     """Choose ``(max_num_seqs, max_num_batched_tokens)`` by simulated goodput (module docstring).
 
     Parameters
     ----------
     fit : FitResult
     workload, slo, mode, engine, replications, level, boot_samples, noise,
-    rel_tol, max_load, seed : as :func:`perfmodel.decisions.capacity.capacity`
+    rel_tol, max_load, seed, run_sd : as :func:`perfmodel.decisions.capacity.capacity`
         (``engine`` supplies everything but the two limits)
     objective : ``'capacity'`` or ``'goodput'`` (needs ``load``)
     load : request rate (or concurrency) for ``objective='goodput'``
@@ -121,6 +123,7 @@ def tune_token_budget(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
         workload, slo, mode, engine, level, replications, rel_tol, max_load)
     objective = check_choice("objective", objective, ("capacity", "goodput"))
     check_backend(backend, scheduler)
+    run_sd = check_positive("run_sd", run_sd, allow_zero=True)
     if objective == "goodput":
         if load is None:
             raise InputError("objective='goodput' needs load (a request rate or concurrency)")
@@ -139,9 +142,12 @@ def tune_token_budget(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
     source = None
     if R > 0:
         thetas, source = parameter_draws(fit, R, seed + 1, boot_samples)
-        # replication r: its own parameters, noise (seed + 1000 + r) and arrivals
-        # (seed + 2000 + r), the same for every candidate; independent of the backend
-        reps = ((StepModelDraw(fit, thetas[r], noise=noise, seed=seed + 1000 + r),
+        factors = run_factors(R, run_sd, seed + 3000)
+        # replication r: its own parameters, noise (seed + 1000 + r), run-level factor
+        # and arrivals (seed + 2000 + r), the same for every candidate; independent of
+        # the backend
+        reps = ((StepModelDraw(fit, thetas[r], noise=noise, seed=seed + 1000 + r,
+                               factor=float(factors[r])),
                  seed + 2000 + r, point) for r in range(R))
         out = map_tasks(task, reps, backend=backend, n_jobs=n_jobs, scheduler=scheduler,
                         total=R, desc="tune replications")
@@ -174,6 +180,7 @@ def tune_token_budget(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
         "assumptions": {"model": getattr(fit, "model_name", None),
                         "workload": workload.describe(), "engine": engine.as_dict(),
                         "parameters": source, "replications": R,
+                        "run_level": _run_text(run_sd),
                         "rule": "maximise the objective over the grid (ties: smaller budget, "
                                 "then fewer sequences); the same draws for every candidate"},
     }

@@ -368,6 +368,11 @@ def test_capacity_json_keys_and_interval(ctx_fit_json, run):
     assert d["assumptions"]["model"] == "seed_ctx_mono"
     assert d["assumptions"]["engine"]["max_num_batched_tokens"] == 768
     assert d["assumptions"]["workload"]["num_requests"] == 60
+    assert d["assumptions"]["run_level"].startswith("none")
+    rc, stdout, err = run(["capacity", ctx_fit_json, *CAP, "--replications", "3", "--rel-tol",
+                           "0.05", "--run-sd", "0.05", "--json"])
+    assert rc == 0, err
+    assert "N(0, 0.05^2)" in json.loads(stdout)["interval"]["sources"]["run_level"]
     rc, stdout, err = run(["capacity", ctx_fit_json, *CAP, "--mode", "concurrency",
                            "--replications", "0"])
     assert rc == 0, err
@@ -390,6 +395,8 @@ def test_tune_text_names_the_recommendation(ctx_fit_json, run):
     (["--slo", "ttft=5", "--workload", "/nonexistent.json"], "does not exist"),
     (["--slo", "ttft=5", "--prompt-tokens", "8", "--output-tokens", "8", "--max-num-seqs", "0"],
      "max_num_seqs"),
+    (["--slo", "ttft=5", "--prompt-tokens", "8", "--output-tokens", "8", "--run-sd", "-1"],
+     "run_sd"),
     (["--slo", "ttft=5", "--prompt-tokens", "8", "--output-tokens", "8", "--scheduler",
       "tcp://h:8786"], "only used by backend 'dask'"),
 ])

@@ -200,3 +200,30 @@ def test_backend_is_checked(fit):
         capacity(fit, w, SLO(ttft_ms=100.0), backend="spark")
     with pytest.raises(InputError, match="only used by backend 'dask'"):
         capacity(fit, w, SLO(ttft_ms=100.0), scheduler="tcp://h:1")
+
+
+def test_run_level_term_widens_the_interval_and_is_stated(fit):
+    """A run-level sd of 0.3 (steps of a replication 0.6-1.6x slower together) spreads the
+    answers more than the same replications without it; the output says which was used."""
+    w = workload_from_lengths("uniform:32,96", "uniform:8,24", 60, seed=1)
+    slo = SLO.parse("ttft_p95=300,tpot_p95=40")
+    eng = EngineConfig(max_num_seqs=16, max_num_batched_tokens=256)
+    kw = {"engine": eng, "replications": 8, "rel_tol": 0.05}
+    d0 = capacity(fit, w, slo, **kw)
+    d1 = capacity(fit, w, slo, run_sd=0.3, **kw)
+    assert d1["max_rate"] == d0["max_rate"]            # the point answer has no run factor
+    v0, v1 = np.log(d0["interval"]["values"]), np.log(d1["interval"]["values"])
+    assert np.std(v1) > 1.5 * np.std(v0)
+    assert "none" in d0["assumptions"]["run_level"]
+    assert "0.3" in d1["assumptions"]["run_level"]
+    assert "0.3" in d1["interval"]["sources"]["run_level"]
+    with pytest.raises(InputError, match="run_sd"):
+        capacity(fit, w, slo, run_sd=-0.1, **kw)
+
+
+def test_step_model_draw_factor(fit):
+    f = {"B": np.full(10, 8.0), "S": np.full(10, 256.0)}
+    a = StepModelDraw(fit, noise=False).predict(f)
+    assert np.allclose(StepModelDraw(fit, noise=False, factor=1.25).predict(f), 1.25 * a)
+    with pytest.raises(InputError, match="factor"):
+        StepModelDraw(fit, factor=0.0)

@@ -256,7 +256,7 @@ class ValidationResult:
     overhead: OverheadEstimate | None
     step_overhead_ms: float
     settings: dict
-    #: exp(median log(measured / predicted step time)) - 1 on the run's own trace: the
+    #: run_speed_ratio - 1 (total measured / predicted step time) on the run's trace: the
     #: drift of the run against the step model (0 when the model was fitted on it)
     step_time_bias: float | None = None
 
@@ -301,8 +301,8 @@ def validate_closed_loop(model, trace: pd.DataFrame | None, run_summary: Mapping
     Returns
     -------
     ValidationResult, with ``errors`` (relative errors per metric) and
-    ``step_time_bias``: ``exp(median log(T_measured / T_predicted)) - 1`` over
-    the trace's steps, i.e. how much slower (positive) the run's steps were
+    ``step_time_bias``: :func:`perfmodel.stats.run_level.run_speed_ratio` less 1
+    (total measured over total predicted mean step time of the trace's steps, - 1), i.e. how much slower (positive) the run's steps were
     than the model says -- the run-level drift to report beside the error
     when the model was fitted on another trace (data/README.md, Noise floor and drift).
     """
@@ -338,12 +338,11 @@ def validate_closed_loop(model, trace: pd.DataFrame | None, run_summary: Mapping
     comp = compare_to_run(sim, run_summary)
     bias = None
     if trace is not None and "duration_ms" in trace.columns:
-        from perfmodel.data.trace import step_features
+        from perfmodel.stats.run_level import run_speed_ratio
 
-        y = pd.to_numeric(trace["duration_ms"], errors="coerce").to_numpy(float)
-        yhat = np.asarray(model.predict(step_features(trace)), float).ravel()
-        ok = np.isfinite(y) & np.isfinite(yhat) & (y > 0) & (yhat > 0)
-        if ok.any():
-            bias = float(np.exp(np.median(np.log(y[ok] / yhat[ok]))) - 1.0)
+        try:
+            bias = run_speed_ratio(model, trace) - 1.0
+        except InputError:  # no step with a usable measured and predicted time
+            bias = None
     return ValidationResult(sim, comp, est, float(step_overhead_ms),
                             {**need, **overrides, "policy": policy}, bias)

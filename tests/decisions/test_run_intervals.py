@@ -1,0 +1,82 @@
+"""Replay intervals with the run-level term (perfmodel.decisions.run_intervals)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfmodel.core.fit import fit_model
+from perfmodel.core.model import get_model
+from perfmodel.decisions import real_client as rc
+from perfmodel.decisions import run_intervals as ri
+from perfmodel.decisions.requests_workload import SLO
+from perfmodel.decisions.simulate import EngineConfig
+from perfmodel.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[2]
+SERIES = ROOT / "data" / "vllm-serve" / "llama-small-20261126"
+REPLICATES = ROOT / "data" / "vllm-serve" / "llama-small-replicates"
+
+
+def _fit(sigma):
+    rng = np.random.default_rng(0)
+    n = 400
+    B = rng.integers(1, 32, n)
+    S = B + rng.integers(0, 400, n)
+    theta = np.array([2.0, 1.0, 0.02, 1.0, 0.5, 0.1, 0.02])
+    T = get_model("seed_id").predict(theta, {"B": B, "S": S}) * np.exp(rng.normal(0, sigma, n))
+    return fit_model(pd.DataFrame({"batch_size": B, "total_tokens": S, "duration_ms": T}),
+                     "seed_id", n_starts=2)
+
+
+def _work(n=40, seed=1):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"prompt_tokens": rng.integers(16, 64, n),
+                         "output_tokens": rng.integers(4, 16, n),
+                         "arrival_s": np.sort(rng.uniform(0, 2.0, n)),
+                         "ttft_ms": 20.0, "tpot_ms": 8.0, "latency_ms": 120.0})
+
+
+def test_interval_collapses_without_noise_and_widens_with_the_run_term():
+    work, eng = _work(), EngineConfig(max_num_seqs=8, max_num_batched_tokens=128, policy="fcfs")
+    slo = SLO.parse("ttft_p99=200,tpot_p99=20")
+    tight = _fit(1e-6)
+    iv = ri.replay_interval(tight, work, eng, slo, replications=5)
+    point = rc.replay_run(tight, work, eng, slo)["tpot_ms_p50"]["predicted"]
+    assert iv["tpot_ms_p50"]["lower"] == pytest.approx(point, rel=1e-3)
+    assert iv["tpot_ms_p50"]["upper"] == pytest.approx(point, rel=1e-3)
+    assert iv["tpot_ms_p50"]["measured"] == 8.0 and iv["attainment"]["measured"] == 1.0
+    wide = ri.replay_interval(tight, work, eng, slo, replications=20, run_sd=0.2)
+    w = wide["tpot_ms_p50"]
+    assert w["upper"] / w["lower"] > 1.3            # exp(2 * 1.645 * 0.2) = 1.93 for TPOT
+    assert w["lower"] < point < w["upper"] and wide["run_sd"] == 0.2
+    for bad, match in (({"replications": 1}, "replications"), ({"run_sd": -1}, "run_sd"),
+                       ({"level": 1.5}, "level")):
+        with pytest.raises(InputError, match=match):
+            ri.replay_interval(tight, work, eng, slo, **bad)
+    with pytest.raises(InputError, match="SLO"):
+        ri.replay_interval(tight, work, eng, "ttft_p99=200")
+
+
+@pytest.mark.skipif(not (SERIES / "repeat-1" / "steps.csv").is_file()
+                    or not (REPLICATES / "repeat-1" / "bench.json").is_file(),
+                    reason="the committed real-client series are not in this checkout")
+def test_committed_replicates_inside_more_often_with_the_run_term(tmp_path):
+    sp = ri.series_run_spread(SERIES, "repeat-1")
+    assert sp["n_runs"] == 14 and "repeat-1" not in sp["ratios"]
+    assert 0.01 < sp["sd"] < 0.2
+    # three later runs, held out (another series), whose engines ran 1-3 % slower than the
+    # fitted run: every p50 outside the interval without the run term, inside with it
+    for name in ("budget-default-5-rep2", "repeat-1", "repeat-2"):
+        (tmp_path / name).symlink_to(REPLICATES / name)
+    kw = {"train_series": SERIES, "replications": 20}
+    off = ri.series_intervals(tmp_path, "repeat-1", **kw)
+    on = ri.series_intervals(tmp_path, "repeat-1", run_sd=sp["sd"], **kw)
+    assert on["held_out"].all() and len(on) == 3
+    cols = [f"{k} inside" for k in ("ttft_ms_p50", "tpot_ms_p50", "latency_ms_p50")]
+    assert on[cols].to_numpy().sum() >= 7
+    assert off[cols].to_numpy().sum() <= 2
+    with pytest.raises(InputError, match="no run with a steps.csv"):
+        ri.series_intervals(tmp_path, "nope", train_series=SERIES)
