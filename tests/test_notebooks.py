@@ -196,7 +196,9 @@ def _hand_typed_numbers(tex: str) -> list[str]:
 
     Flags, outside equations, references and citations: decimals and percentages; numbers with
     a thousands separator (4,000); a number followed by a unit or a counted noun (50 ms,
-    32 layers, 2-core, 10 requests/s, 40 requests); "N of its/the M" and "up to N"; any number
+    32 layers, 2-core, 10 requests/s, 40 requests); "N of its/the M" and "up to N"; a list of
+    parallelism degrees; measured ratios in words ("threefold", "two thirds", "two to three
+    orders of magnitude"); any number
     in a caption; and in inline math an upper-case variable set to a number ($B=8$) or a negative
     power of ten.  Allowed: the names in ``_NAME_ALLOWED`` (model, hardware and engine
     identifiers) and run names ("run 1"), the nominal levels
@@ -227,6 +229,11 @@ def _hand_typed_numbers(tex: str) -> list[str]:
         r"(?<![\w.\\])\d{1,3}(?:\{,\}\d{3}|,\d{3})+",  # thousands separators
         rf"(?<![\w.\\]){_NUM}(?=\s+of\s+(?:its|the)\s+\d)",  # "N of its M"
         rf"(?<=of its ){_NUM}|(?<=of the ){_NUM}(?![\w])|(?<=up to ){_NUM}(?![\w])",
+        r"(?<=parallelism )\d+",  # "tensor parallelism 2, 4, 8": a configuration list
+        # measured ratios rendered in words: "almost threefold", "about two thirds",
+        # "two to three orders of magnitude"
+        r"\b(?:two|three|four|five|six|ten)fold\b|\b(?:two|three|one) (?:thirds?|quarters?)\b",
+        r"\b(?:one|two|three|four)(?: to (?:two|three|four|five))? orders? of magnitude\b",
     ]
     spans = {}
     for pat in patterns:
@@ -253,6 +260,10 @@ def _hand_typed_numbers(tex: str) -> list[str]:
     ("decode steps at $B=8$ differ", ["8"]),
     ("solves the 27 NIST StRD non-linear regression problems", ["27"]),
     ("a residual sum of squares of order $10^{-25}$", ["10^{-25}"]),
+    ("Llama2-70B (tensor parallelism 2, 4, 8)", ["2"]),
+    ("TPOT is over-predicted almost threefold", ["threefold"]),
+    ("under-predicted by more than two thirds", ["two thirds"]),
+    ("times span two to three orders of magnitude", ["two to three orders of magnitude"]),
 ])
 def test_hand_typed_check_flags_quantities(text, flagged):
     assert sorted(_hand_typed_numbers(text)) == sorted(flagged)
