@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from perfmodel._io import atomic_write_text
+from perfmodel.cli.common import add_random_state_argument
 from perfmodel.decisions.replay import fit_for_run, run_engine_settings, run_parallelism
 from perfmodel.decisions.simulate import (
     POLICIES,
@@ -69,6 +70,17 @@ def add_replay_arguments(parser) -> None:
                         help="vLLM's --gpu-memory-utilization (default: the run's, else 0.9)")
     parser.add_argument("--activation-reserve-gib", type=float, default=0.0,
                         help="memory vLLM keeps besides weights and KV (default 0: upper bound)")
+    parser.add_argument("--interval-replications", type=int, default=0, metavar="R",
+                        help="replays for a prediction interval of every statistic: each with "
+                             "parameters drawn from the fit, step noise and, with --run-sd, a "
+                             "run-level speed factor (default 0: no interval)")
+    parser.add_argument("--run-sd", type=float, default=0.0, metavar="SD",
+                        help="sd (log scale) of the run-level term of the interval: every step "
+                             "of a replay exp(u) times slower, u ~ N(0, SD^2) (the host's speed "
+                             "from run to run, docs/decisions.md; default 0: none)")
+    parser.add_argument("--level", type=float, default=0.9,
+                        help="interval level (default 0.9)")
+    add_random_state_argument(parser, "the interval's draws")
     parser.add_argument("-o", "--output", metavar="PER_REQUEST.csv",
                         help="write the per-request predictions (refused if it exists)")
     parser.add_argument("--force", action="store_true", help="overwrite an existing output")
@@ -125,6 +137,11 @@ def replay_command(args) -> tuple[str, dict]:
     from perfmodel.cli.common import check_output
 
     out_path = check_output(args.output, args.force) if args.output else None
+    if args.interval_replications < 0 or args.interval_replications == 1:
+        raise InputError(f"--interval-replications must be 0 (no interval) or >= 2, got "
+                         f"{args.interval_replications}")
+    if args.run_sd and not args.interval_replications:
+        raise InputError("--run-sd needs --interval-replications R (the interval it widens)")
     run, work = _read_source(args.source)
     tp, ep = run_parallelism(run, args.tp)
     settings = {"tp": tp, "ep": ep}
@@ -160,6 +177,15 @@ def replay_command(args) -> tuple[str, dict]:
         obj["measured"] = {**meas, "output_throughput_tok_s": float(
             work["output_tokens"].sum() / (float(fin.max()) - float(arr.min())))}
         obj["relative_error"] = _errors(pred, meas)
+    if args.interval_replications:
+        from perfmodel.decisions.capacity import _run_text
+        from perfmodel.decisions.run_intervals import replay_interval
+
+        iv = replay_interval(fit, work, engine, run_sd=args.run_sd,
+                             replications=args.interval_replications, level=args.level,
+                             seed=args.seed)
+        obj["interval"] = {**iv, "run_level": _run_text(args.run_sd),
+                           "sources": "parameters drawn from the fit, step noise on its scale"}
     if out_path is not None:
         _write_csv(out_path, sim, work, args.force)
         obj["output"] = str(out_path)
@@ -178,6 +204,11 @@ def _write_csv(path, sim, work: pd.DataFrame, force: bool):
         if m in work:
             df[f"measured_{m}"] = work[m].to_numpy()
     atomic_write_text(path, df.to_csv(index=False), force=force)
+
+
+def _span(d: dict) -> str:
+    """``lower-upper`` of an interval, 3 digits each."""
+    return "n/a" if d["lower"] is None else f"{d['lower']:.3g}-{d['upper']:.3g}"
 
 
 def _text(obj: dict, measured: bool) -> str:
@@ -207,6 +238,12 @@ def _text(obj: dict, measured: bool) -> str:
             lines.append(f"{m + ' err':14s}" + "".join(
                 f"{'n/a' if v is None else f'{100 * v:+.1f}%':>11s}"
                 for v in obj["relative_error"][m].values()))
+    iv = obj.get("interval")
+    if iv:
+        lines.append(f"{100 * iv['level']:g} % interval over {iv['replications']} replays "
+                     f"(run-level term: {iv['run_level']})")
+        for m in _METRICS:
+            lines.append(f"{m + ' int':14s}" + "".join(f"{_span(d):>11s}" for d in iv[m].values()))
     lines.append("")
     lines.append(f"output throughput {obj['output_throughput_tok_s']:.4g} tokens/s"
                  + (f" (measured {obj['measured']['output_throughput_tok_s']:.4g})"

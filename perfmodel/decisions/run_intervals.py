@@ -50,6 +50,8 @@ from perfmodel.data.trace import read_trace
 from perfmodel.decisions import real_client as rc
 from perfmodel.decisions.capacity import StepModelDraw, parameter_draws, run_factors
 from perfmodel.decisions.requests_workload import SLO
+from perfmodel.decisions.simulate import simulate_closed_loop, simulate_open_loop
+from perfmodel.decisions.simulate.results import latency_stats
 from perfmodel.errors import InputError
 from perfmodel.stats.run_level import run_level_spread
 
@@ -61,56 +63,84 @@ INTERVAL_METRICS: tuple[str, ...] = ("ttft_ms_p50", "tpot_ms_p50", "latency_ms_p
                                      "attainment")
 
 
-def replay_interval(fit, work: pd.DataFrame, engine, slo: SLO, *, run_sd: float = 0.0,
-                    replications: int = 40, level: float = 0.9, seed: int = 0,
-                    concurrency: int | None = None, boot_samples=None) -> dict[str, Any]:
+def replay_interval(fit, work: pd.DataFrame, engine, slo: SLO | None = None, *,
+                    run_sd: float = 0.0, replications: int = 40, level: float = 0.9,
+                    seed: int = 0, concurrency: int | None = None,
+                    boot_samples=None) -> dict[str, Any]:
     """The ``level`` interval of a replayed run's request metrics (module docstring).
 
     Parameters
     ----------
     fit : FitResult (parameters, residual variance and scale are used)
-    work, engine, slo, concurrency : as :func:`perfmodel.decisions.real_client.replay_run`
+    work : the run's requests (``prompt_tokens``, ``output_tokens``,
+        ``arrival_s``; :func:`perfmodel.data.requests.load_workload`); with
+        ``ttft_ms``, ``tpot_ms``, ``latency_ms`` the measured values are given beside
+    engine : EngineConfig of the replay
+    slo : SLO for the attainment interval (None: no attainment)
     run_sd : sd (log scale) of the run-level factor (0: none)
     replications : replays (>= 2)
     level : interval level
     seed : base seed (parameters ``seed + 1``, noise ``seed + 1000 + r``,
         run factors ``seed + 3000``)
+    concurrency : None (the recorded arrivals, open loop) or C (a closed loop
+        of C clients in the file's order)
     boot_samples : bootstrap parameter samples (default: the fit's covariance)
 
     Returns
     -------
-    dict: ``level``, ``replications``, ``run_sd`` and per key of
-    :func:`~perfmodel.decisions.real_client.replay_run` (``ttft_ms_p50``, ...,
-    ``attainment``, ``goodput_req_s``) ``{"lower", "upper", "measured"}``.
+    dict: ``level``, ``replications``, ``run_sd``, per metric of
+    :data:`perfmodel.decisions.real_client.METRICS` and statistic (``mean``,
+    ``p50``, ``p90``, ``p95``, ``p99``) ``{"lower", "upper", "measured"}``
+    (measured None without the measured columns), and with ``slo``
+    ``attainment`` in the same form.
     """
     R = check_int_range("replications", replications, 2, integral_float=True)
     level = check_probability("level", level)
     run_sd = check_positive("run_sd", run_sd, allow_zero=True)
     seed = check_int_range("seed", seed, 0, integral_float=True)
-    if not isinstance(slo, SLO):
-        raise InputError(f"slo must be an SLO, got {type(slo).__name__}")
+    if slo is not None and not isinstance(slo, SLO):
+        raise InputError(f"slo must be an SLO or None, got {type(slo).__name__}")
+    missing = [c for c in ("prompt_tokens", "output_tokens", "arrival_s")
+               if c not in getattr(work, "columns", ())]
+    if missing:
+        raise InputError(f"work lacks columns {missing} (a run's requests, load_workload)")
     thetas, _ = parameter_draws(fit, R, seed + 1, boot_samples)
     factors = run_factors(R, run_sd, seed + 3000)
-    keys = [f"{m}_{q}" for m in rc.METRICS for q in rc.QUANTILES] + ["goodput_req_s"]
-    draws: dict[str, list[float]] = {k: [] for k in [*keys, "attainment"]}
-    measured: dict[str, float] = {}
+    P, O = work["prompt_tokens"].to_numpy(), work["output_tokens"].to_numpy()
+    draws: dict[tuple[str, str], list[float]] = {}
     for r in range(R):
         model = StepModelDraw(fit, thetas[r], noise=True, seed=seed + 1000 + r,
                               factor=float(factors[r]))
-        res = rc.replay_run(model, work, engine, slo, concurrency=concurrency)
-        for k in keys:
-            draws[k].append(np.nan if res[k]["predicted"] is None else res[k]["predicted"])
-            measured[k] = res[k]["measured"]
-        draws["attainment"].append(res["attainment"]["predicted"])
-        measured["attainment"] = res["attainment"]["measured"]
+        if concurrency is None:
+            sim = simulate_open_loop(model, prompt_tokens=P, output_tokens=O, engine=engine,
+                                     arrival_times=work["arrival_s"].to_numpy(),
+                                     keep_steps=False)
+        else:
+            sim = simulate_closed_loop(model, len(work), concurrency, P, O, engine=engine,
+                                       keep_steps=False)
+        for m, d in sim.latency_stats().items():
+            for q, v in d.items():
+                draws.setdefault((m, q), []).append(np.nan if v is None else v)
+        if slo is not None:
+            req = sim.requests
+            ok = rc.attained(req["ttft_s"] * 1000.0, req["tpot_ms"], slo, req["e2e_s"] * 1000.0)
+            draws.setdefault(("attainment", ""), []).append(float(ok.mean()))
+    has = all(m in work.columns for m in rc.METRICS)
+    meas = latency_stats(work["ttft_ms"], work["tpot_ms"], work["latency_ms"]) if has else {}
     lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
     out: dict[str, Any] = {"level": level, "replications": R, "run_sd": run_sd}
-    for k, v in draws.items():
+    for (m, q), v in draws.items():
         a = np.asarray(v, float)
         a = a[np.isfinite(a)]
-        out[k] = {"lower": float(np.quantile(a, lo_q)) if a.size else None,
-                  "upper": float(np.quantile(a, hi_q)) if a.size else None,
-                  "measured": measured.get(k)}
+        iv = {"lower": float(np.quantile(a, lo_q)) if a.size else None,
+              "upper": float(np.quantile(a, hi_q)) if a.size else None}
+        if m == "attainment":
+            iv["measured"] = (float(rc.attained(work["ttft_ms"], work["tpot_ms"], slo,
+                                                work["latency_ms"]).mean()) if has else None)
+            out[m] = iv
+        else:
+            iv["measured"] = meas.get(m, {}).get(q)
+            out.setdefault(m, {})[q] = iv
     return out
 
 
@@ -162,7 +192,8 @@ def series_intervals(series, train: str, *, train_series=None, run_sd: float = 0
                              seed=seed, concurrency=closed)
         row: dict[str, Any] = {"run": d.name, "held_out": not (same and d.name == train)}
         for k in INTERVAL_METRICS:
-            m, lo, hi = iv[k]["measured"], iv[k]["lower"], iv[k]["upper"]
+            v = iv[k] if k == "attainment" else iv[k[:-4]][k[-3:]]
+            m, lo, hi = v["measured"], v["lower"], v["upper"]
             row.update({f"{k} measured": m, f"{k} lower": lo, f"{k} upper": hi,
                         f"{k} inside": None not in (m, lo, hi) and lo <= m <= hi})
         rows.append(row)

@@ -90,6 +90,25 @@ def test_bench_result_file(tmp_path, fit_json, run):
     assert d["assumptions"]["kv_cache"]["num_gpu_blocks"] is None
     rc, text, _ = run(["replay", p, "--fit", fit_json])
     assert rc == 0 and "ttft_ms pred" in text and "ttft_ms err" in text
+    # the interval: every statistic's, wider with the run-level term, stated in the output
+    base = ["replay", p, "--fit", fit_json, "--interval-replications", "8", "--json"]
+    rc, text, err = run(base)
+    assert rc == 0, err
+    iv = json.loads(text)["interval"]
+    assert iv["replications"] == 8 and iv["level"] == 0.9 and iv["run_level"].startswith("none")
+    narrow = iv["tpot_ms"]["p50"]
+    assert narrow["lower"] <= narrow["upper"] and narrow["measured"] == pytest.approx(10.0)
+    rc, text, err = run([*base, "--run-sd", "0.3"])
+    assert rc == 0, err
+    wide = json.loads(text)["interval"]["tpot_ms"]["p50"]
+    assert wide["upper"] - wide["lower"] > 2 * (narrow["upper"] - narrow["lower"])
+    rc, text, _ = run(["replay", p, "--fit", fit_json, "--interval-replications", "4"])
+    assert rc == 0 and "90 % interval over 4 replays" in text and "tpot_ms int" in text
+    for extra, match in ((["--interval-replications", "1"], "interval-replications"),
+                         (["--run-sd", "0.1"], "needs --interval-replications"),
+                         (["--interval-replications", "4", "--run-sd", "-1"], "run_sd")):
+        rc, _, err = run(["replay", p, "--fit", fit_json, *extra])
+        assert rc == 2 and match in err and len(err.strip().splitlines()) == 1, err
 
 
 @pytest.mark.parametrize("extra,match", [

@@ -45,11 +45,16 @@ def test_interval_collapses_without_noise_and_widens_with_the_run_term():
     tight = _fit(1e-6)
     iv = ri.replay_interval(tight, work, eng, slo, replications=5)
     point = rc.replay_run(tight, work, eng, slo)["tpot_ms_p50"]["predicted"]
-    assert iv["tpot_ms_p50"]["lower"] == pytest.approx(point, rel=1e-3)
-    assert iv["tpot_ms_p50"]["upper"] == pytest.approx(point, rel=1e-3)
-    assert iv["tpot_ms_p50"]["measured"] == 8.0 and iv["attainment"]["measured"] == 1.0
+    assert iv["tpot_ms"]["p50"]["lower"] == pytest.approx(point, rel=1e-3)
+    assert iv["tpot_ms"]["p50"]["upper"] == pytest.approx(point, rel=1e-3)
+    assert iv["tpot_ms"]["p50"]["measured"] == 8.0 and iv["attainment"]["measured"] == 1.0
+    assert set(iv["latency_ms"]) == {"mean", "p50", "p90", "p95", "p99"}
+    # requests without measured timings and no SLO: intervals only
+    bare = ri.replay_interval(tight, work[["prompt_tokens", "output_tokens", "arrival_s"]],
+                              eng, replications=3)
+    assert bare["ttft_ms"]["p99"]["measured"] is None and "attainment" not in bare
     wide = ri.replay_interval(tight, work, eng, slo, replications=20, run_sd=0.2)
-    w = wide["tpot_ms_p50"]
+    w = wide["tpot_ms"]["p50"]
     assert w["upper"] / w["lower"] > 1.3            # exp(2 * 1.645 * 0.2) = 1.93 for TPOT
     assert w["lower"] < point < w["upper"] and wide["run_sd"] == 0.2
     for bad, match in (({"replications": 1}, "replications"), ({"run_sd": -1}, "run_sd"),
@@ -58,6 +63,8 @@ def test_interval_collapses_without_noise_and_widens_with_the_run_term():
             ri.replay_interval(tight, work, eng, slo, **bad)
     with pytest.raises(InputError, match="SLO"):
         ri.replay_interval(tight, work, eng, "ttft_p99=200")
+    with pytest.raises(InputError, match="lacks columns"):
+        ri.replay_interval(tight, work.drop(columns="arrival_s"), eng)
 
 
 @pytest.mark.skipif(not (SERIES / "repeat-1" / "steps.csv").is_file()
