@@ -70,6 +70,8 @@ $(NB_BUILD)/16_real_client_replicates.ipynb: $(wildcard data/vllm-serve/*/*/*)
 $(NB_BUILD)/04_uncertainty.ipynb: $(wildcard paper/results/coverage_*)
 # 17_interval_coverage tabulates the stored interval study (scripts/interval_study.py --transfer)
 $(NB_BUILD)/17_interval_coverage.ipynb: $(wildcard paper/results/interval_coverage*)
+# 18_model_selection tabulates the stored nested selection (scripts/evaluate_protocol.py --nested-only)
+$(NB_BUILD)/18_model_selection.ipynb: $(wildcard paper/results/nested/*)
 
 .PHONY: notebooks paper paper-check paper-clean notebooks-store nbval pipeline-start FORCE
 .DELETE_ON_ERROR:

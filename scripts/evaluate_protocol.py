@@ -15,8 +15,8 @@ ablation of the saturation core on steps >= 10 ms, and writes under
 - ``summary.csv`` -- per (dataset, scheme, candidate): held-out MAPE, the
   median-oracle floor, the ratio with its 90 % cluster-bootstrap interval,
   the lack-of-fit F test p-value;
-- ``nested.csv`` -- per (dataset, outer fold, candidate): inner and outer MAPE,
-  the choice;
+- ``nested.csv`` -- per (dataset, scheme, outer fold, candidate): inner and
+  outer MAPE, the choice (``--nested-only``: this file alone);
 - ``ablation.csv`` -- held-out MAPE by step-time band (< 10 ms, >= 10 ms) of
   the saturation members and their non-negative linear ablation.
 
@@ -24,6 +24,8 @@ Usage::
 
     nice -n 10 python scripts/evaluate_protocol.py [--only gpu vllm-cpu splitwise]
         [--starts 1] [--k 5] [--nested-k 3] [--boot 500]
+    # the selection of the model of record alone, stored for the paper (notebook 18)
+    nice -n 10 python scripts/evaluate_protocol.py --nested-only --out paper/results/nested
     # the confirmation traces (collected after the model of record was frozen)
     python scripts/evaluate_protocol.py --cpu-root data/vllm-cpu-confirmation \
         --only vllm-cpu --skip-nested --out build/confirmation
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import warnings
@@ -143,12 +146,32 @@ def _merge(path: Path, new: list[dict], labels: set[str]) -> pd.DataFrame:
     return new_df
 
 
+def _nested(lab, scheme, df, args) -> list[dict]:
+    """The nested-CV selection among DEFAULT_MODELS on one (dataset, scheme), as rows."""
+    ctx = "chunk_sizes" in df.columns
+    cands = [m for m in DEFAULT_MODELS if ctx or not _needs_context(m, "model")]
+    try:
+        ns = nested_select(df, cands, scheme, k_outer=args.nested_k, k_inner=args.nested_k,
+                           n_starts=args.starts,
+                           progress=lambda m, lab=lab: log(f"{lab} nested: {m}"))
+    except PerfmodelError as e:
+        log(f"{lab} nested: failed: {e}")
+        return []
+    ns.insert(0, "dataset", lab)
+    ns.insert(1, "scheme", scheme)
+    return ns.to_dict("records")
+
+
 def run_dataset(label, loader, args, out):
     summary, ablation, nested = [], [], []
     labels = set()
     tasks = loader()
     for lab, scheme, df, kw in tasks:
         labels.add(lab)
+        if args.nested_only:
+            if scheme in ("grouped", "blocked25") and not lab.endswith("_all-rows"):
+                nested += _nested(lab, scheme, df, args)
+            continue
         t0 = time.time()
         ctx = "chunk_sizes" in df.columns
         models = [m for m in TABLE_MODELS if ctx or not _needs_context(m, "model")]
@@ -173,15 +196,7 @@ def run_dataset(label, loader, args, out):
             + f" ({time.time() - t0:.0f} s)")
         if scheme in ("grouped", "blocked25") and not args.skip_nested \
                 and not lab.endswith("_all-rows"):
-            cands = [m for m in DEFAULT_MODELS if ctx or not _needs_context(m, "model")]
-            try:
-                ns = nested_select(df, cands, scheme, k_outer=args.nested_k,
-                                   k_inner=args.nested_k, n_starts=args.starts,
-                                   progress=lambda m, lab=lab: log(f"{lab} nested: {m}"))
-                ns.insert(0, "dataset", lab)
-                nested += ns.to_dict("records")
-            except PerfmodelError as e:
-                log(f"{lab} nested: failed: {e}")
+            nested += _nested(lab, scheme, df, args)
     for name, rows in (("summary", summary), ("ablation", ablation), ("nested", nested)):
         if rows:
             _write(_merge(out / f"{name}.csv", rows, labels), out / f"{name}.csv")
@@ -196,9 +211,13 @@ def main(argv=None) -> int:
     ap.add_argument("--nested-k", type=int, default=3)
     ap.add_argument("--boot", type=int, default=500)
     ap.add_argument("--skip-nested", action="store_true")
+    ap.add_argument("--nested-only", action="store_true",
+                    help="only the nested-CV selection (nested.csv), no comparison tables")
     ap.add_argument("--cpu-root", type=Path, default=None,
                     help="folder of vLLM-CPU model folders (default data/vllm-cpu)")
     args = ap.parse_args(argv)
+    if args.nested_only and args.skip_nested:
+        ap.error("--nested-only and --skip-nested exclude each other")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     log(f"model of record: {dict(RECOMMENDED)}; registry: {list(MODELS)}")
@@ -206,10 +225,22 @@ def main(argv=None) -> int:
     if not sel:
         log("no dataset matched")
         return 1
+    t0, load0 = time.time(), os.getloadavg()[0]
+    started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
     for label, loader in sel:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             run_dataset(label, loader, args, out)
+    settings = {"only": args.only, "starts": args.starts, "k": args.k,
+                "nested_k": args.nested_k, "boot": args.boot, "nested_only": args.nested_only,
+                "skip_nested": args.skip_nested,
+                "cpu_root": str(args.cpu_root or "data/vllm-cpu"), "started_utc": started,
+                "wall_seconds": round(time.time() - t0, 1),
+                "load_average_1min_start_end": [round(load0, 2), round(os.getloadavg()[0], 2)],
+                "cpu_count": os.cpu_count(), "niceness": os.nice(0),
+                "blas_threads": {k: os.environ.get(k) for k in
+                                 ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}}
+    atomic_write_text(out / "settings.json", json.dumps(settings, indent=2) + "\n", force=True)
     return 0
 
 
