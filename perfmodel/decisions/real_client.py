@@ -62,7 +62,8 @@ from perfmodel.errors import InputError
 __all__ = ["METRICS", "VLLM_CPU_SERVE_DEFAULTS", "attained", "budget_replicates", "budget_table",
            "capacity_check",
            "client_delays", "client_loop", "error_table", "estimate_client_delays", "fit_run",
-           "goodput", "repeat_spread", "replay_run", "run_limits", "validate_series"]
+           "goodput", "repeat_spread", "replay_run", "replay_settings", "run_limits",
+           "validate_series"]
 
 #: request metrics compared, each at p50 and p99
 METRICS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "latency_ms")
@@ -327,6 +328,20 @@ def replay_run(fit, work: pd.DataFrame, engine: EngineConfig, slo: SLO, *,
     return out
 
 
+def replay_settings(run_dir, overhead: float, delays: dict | None = None
+                    ) -> tuple[EngineConfig, int | None]:
+    """How a measured run is replayed: ``(engine, concurrency)``.
+
+    The engine has the run's scheduler limits (:func:`run_limits`), FCFS, the
+    given per-step overhead and client round trip; ``concurrency`` is C for a
+    closed loop (``--request-rate inf --max-concurrency C``), else None (the
+    recorded arrivals).
+    """
+    rate, conc = client_loop(run_dir)
+    closed = conc if (math.isinf(rate) and conc is not None) else None
+    return _engine(run_limits(run_dir), overhead, delays), closed
+
+
 def _engine(limits: dict, overhead: float, delays: dict | None = None) -> EngineConfig:
     d = delays or {}
     return EngineConfig(max_num_seqs=int(limits["max_num_seqs"]),
@@ -393,8 +408,8 @@ def validate_series(series, train: str, slo="ttft_p99=1000,tpot_p99=50", *,
                               "train_series": None if same else str(troot)}
     for d in runs:
         lim, (rate, conc) = run_limits(d), client_loop(d)
-        work, eng = load_workload(d / "bench.json"), _engine(lim, overhead, delays)
-        closed = conc if (math.isinf(rate) and conc is not None) else None
+        work = load_workload(d / "bench.json")
+        eng, closed = replay_settings(d, overhead, delays)
         res = replay_run(fit, work, eng, slo, concurrency=closed)
         if closed is not None:
             res["open_loop_replay"] = replay_run(fit, work, eng, slo)

@@ -37,7 +37,6 @@ inside more often with the run-level term than without.
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +143,19 @@ def replay_interval(fit, work: pd.DataFrame, engine, slo: SLO | None = None, *,
     return out
 
 
+def _fitted(series, train: str, train_series, slo):
+    """``(root, same, slo, fit, overhead, delays)``: the series, whether the training run is
+    in it, the SLO, and the fit of ``train`` with its step overhead and client round trip."""
+    root = Path(series)
+    if not root.is_dir():
+        raise InputError(f"series {str(root)!r} is not a folder")
+    troot = _train(series, train, train_series)
+    slo = slo if isinstance(slo, SLO) else SLO.parse(slo)
+    fit, steps, overhead = rc.fit_run(troot / train)
+    delays = rc.client_delays(troot / train, steps, overhead)
+    return root, troot.resolve() == root.resolve(), slo, fit, overhead, delays
+
+
 def _train(series, train: str, train_series=None) -> Path:
     root = Path(train_series if train_series is not None else series)
     if not (root / train / "steps.csv").is_file():
@@ -175,21 +187,13 @@ def series_intervals(series, train: str, *, train_series=None, run_sd: float = 0
     ``held_out``, and per key of :data:`INTERVAL_METRICS` ``<key> measured``,
     ``<key> lower``, ``<key> upper`` and ``<key> inside`` (bool).
     """
-    root = Path(series)
-    if not root.is_dir():
-        raise InputError(f"series {str(root)!r} is not a folder")
-    troot = _train(series, train, train_series)
-    slo = slo if isinstance(slo, SLO) else SLO.parse(slo)
-    fit, steps, overhead = rc.fit_run(troot / train)
-    delays = rc.client_delays(troot / train, steps, overhead)
-    same = troot.resolve() == root.resolve()
+    root, same, slo, fit, overhead, delays = _fitted(series, train, train_series, slo)
     rows = []
     for d in sorted(p for p in root.iterdir() if (p / "bench.json").is_file()):
-        lim, (rate, conc) = rc.run_limits(d), rc.client_loop(d)
-        closed = conc if (math.isinf(rate) and conc is not None) else None
-        iv = replay_interval(fit, load_workload(d / "bench.json"), rc._engine(lim, overhead, delays),
-                             slo, run_sd=run_sd, replications=replications, level=level,
-                             seed=seed, concurrency=closed)
+        eng, closed = rc.replay_settings(d, overhead, delays)
+        iv = replay_interval(fit, load_workload(d / "bench.json"), eng, slo, run_sd=run_sd,
+                             replications=replications, level=level, seed=seed,
+                             concurrency=closed)
         row: dict[str, Any] = {"run": d.name, "held_out": not (same and d.name == train)}
         for k in INTERVAL_METRICS:
             v = iv[k] if k == "attainment" else iv[k[:-4]][k[-3:]]
@@ -215,22 +219,14 @@ def own_speed_errors(series, train: str, *, train_series=None,
     """
     from perfmodel.stats.run_level import run_speed_ratio
 
-    root = Path(series)
-    if not root.is_dir():
-        raise InputError(f"series {str(root)!r} is not a folder")
-    troot = _train(series, train, train_series)
-    slo = slo if isinstance(slo, SLO) else SLO.parse(slo)
-    fit, steps, overhead = rc.fit_run(troot / train)
-    delays = rc.client_delays(troot / train, steps, overhead)
+    root, _, slo, fit, overhead, delays = _fitted(series, train, train_series, slo)
     rows = []
     for d in sorted(p for p in root.iterdir() if (p / "steps.csv").is_file()
                     and (p / "bench.json").is_file()):
         ratio = run_speed_ratio(fit, read_trace(d / "steps.csv"))
-        lim, (rate, conc) = rc.run_limits(d), rc.client_loop(d)
-        closed = conc if (math.isinf(rate) and conc is not None) else None
+        eng, closed = rc.replay_settings(d, overhead, delays)
         res = rc.replay_run(StepModelDraw(fit, noise=False, factor=ratio),
-                            load_workload(d / "bench.json"), rc._engine(lim, overhead, delays),
-                            slo, concurrency=closed)
+                            load_workload(d / "bench.json"), eng, slo, concurrency=closed)
         rows.append({"run": d.name, "speed_ratio": ratio,
                      **{f"{m} p50 error": res[f"{m}_p50"]["error"] for m in rc.METRICS}})
     if not rows:
