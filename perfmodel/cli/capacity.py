@@ -6,7 +6,12 @@ import argparse
 from dataclasses import fields
 
 from perfmodel._parallel import check_backend
-from perfmodel.cli.common import add_backend_arguments, add_random_state_argument
+from perfmodel.cli.common import (
+    add_backend_arguments,
+    add_random_state_argument,
+    add_run_level_arguments,
+    run_level_sd,
+)
 from perfmodel.decisions.capacity import capacity
 from perfmodel.decisions.requests_workload import SLO, load_workload_file, workload_from_lengths
 from perfmodel.decisions.simulate import POLICIES, ROUTINGS, EngineConfig, estimate_step_overhead
@@ -79,12 +84,7 @@ def add_decision_arguments(parser) -> None:
                         help="parameter samples (.npy or .csv, n x p) for the interval "
                              "(default: normal approximation of the fit covariance)")
     parser.add_argument("--no-noise", action="store_true", help="no step noise")
-    parser.add_argument("--run-sd", type=float, default=0.0, metavar="SD",
-                        help="sd (log scale) of the run-level term of the interval: each "
-                             "replication runs every step exp(u) times slower, u ~ N(0, SD^2) "
-                             "(the host's speed from run to run; estimate it from the step "
-                             "logs of runs the fit did not see, perfmodel.stats.run_level; "
-                             "default 0: none)")
+    add_run_level_arguments(parser)
     parser.add_argument("--max-load", type=float, default=None,
                         help="search cap (req/s or clients)")
     add_random_state_argument(parser, "arrivals, step noise and parameter draws")
@@ -177,13 +177,16 @@ def capacity_command(args) -> tuple[str, dict]:
     """Run ``perfmodel capacity``; return (text, JSON-safe dict)."""
     check_backend(args.backend, args.scheduler)
     fit, workload, slo, engine, est, samples = load_fit_and_inputs(args)
+    run_sd, run_est = run_level_sd(args, fit)
     d = capacity(fit, workload, slo, mode=args.mode, engine=engine,
                  replications=args.replications, level=args.level, boot_samples=samples,
                  noise=not args.no_noise, rel_tol=args.rel_tol, max_load=args.max_load,
                  seed=args.seed, backend=args.backend, n_jobs=args.jobs,
-                 scheduler=args.scheduler, run_sd=args.run_sd)
+                 scheduler=args.scheduler, run_sd=run_sd)
     if est is not None:
         d["assumptions"]["overhead_estimate"] = est._asdict()
+    if run_est is not None:
+        d["assumptions"]["run_level_estimate"] = run_est
     key, unit = ("max_rate", "req/s") if args.mode == "rate" else ("max_concurrency", "clients")
     lines = [f"{key.replace('_', ' ')}: {_answer_text(d, key, unit)}",
              f"SLO: {_slo_text(slo)}",
@@ -204,13 +207,16 @@ def tune_command(args) -> tuple[str, dict]:
 
     check_backend(args.backend, args.scheduler)
     fit, workload, slo, engine, est, samples = load_fit_and_inputs(args)
+    run_sd, run_est = run_level_sd(args, fit)
     d = tune_token_budget(fit, workload, slo, mode=args.mode, objective=args.objective,
                           load=args.load, max_num_seqs_grid=int_list(args.seqs_grid, "--seqs-grid"),
                           max_num_batched_tokens_grid=int_list(args.tokens_grid, "--tokens-grid"),
                           engine=engine, replications=args.replications, level=args.level,
                           boot_samples=samples, noise=not args.no_noise, rel_tol=args.rel_tol,
                           max_load=args.max_load, seed=args.seed, backend=args.backend,
-                          n_jobs=args.jobs, scheduler=args.scheduler, run_sd=args.run_sd)
+                          n_jobs=args.jobs, scheduler=args.scheduler, run_sd=run_sd)
+    if run_est is not None:
+        d["assumptions"]["run_level_estimate"] = run_est
     if est is not None:
         d["assumptions"]["overhead_estimate"] = est._asdict()
     rec, base = d["recommended"], d["baseline"]

@@ -8,10 +8,19 @@ import sys
 from pathlib import Path
 
 from perfmodel._io import check_output_path, json_safe
-from perfmodel.errors import PerfmodelError
+from perfmodel.errors import InputError, PerfmodelError
 
-__all__ = ["DeprecatedAlias", "Parser", "UsageError", "add_backend_arguments",
-           "add_random_state_argument", "check_output", "emit"]
+__all__ = [
+    "DeprecatedAlias",
+    "Parser",
+    "UsageError",
+    "add_backend_arguments",
+    "add_random_state_argument",
+    "add_run_level_arguments",
+    "check_output",
+    "emit",
+    "run_level_sd",
+]
 
 
 class Parser(argparse.ArgumentParser):
@@ -94,3 +103,35 @@ def check_output(path, force: bool, inputs=()) -> Path:
     if not p.parent.exists():
         raise PerfmodelError(f"output folder {p.parent} does not exist")
     return p
+
+
+def add_run_level_arguments(parser) -> None:
+    """``--run-sd SD`` or ``--run-traces STEPLOG ...``: the run-level term of an interval."""
+    g = parser.add_mutually_exclusive_group()
+    g.add_argument("--run-sd", type=float, default=None, metavar="SD",
+                   help="sd (log scale) of the run-level term of the interval: every step of a "
+                        "replication exp(u) times slower, u ~ N(0, SD^2) (the host's speed from "
+                        "run to run, docs/decisions.md; default 0: none)")
+    g.add_argument("--run-traces", nargs="+", metavar="STEPLOG",
+                   help="step logs of other runs of the same server, NOT the fit's own: the "
+                        "run-level sd is estimated from them (root-mean-square log of each "
+                        "run's measured over predicted step time; at least 2)")
+
+
+def run_level_sd(args, fit) -> tuple[float, dict | None]:
+    """The run-level sd from ``--run-sd`` or ``--run-traces`` (0 without either), and the
+    estimate (:func:`perfmodel.stats.run_level.run_level_spread`) when it was estimated."""
+    if getattr(args, "run_traces", None):
+        from perfmodel.data.trace import read_trace
+        from perfmodel.stats.run_level import run_level_spread
+
+        paths = [str(p) for p in args.run_traces]
+        if len(set(paths)) != len(paths):
+            raise InputError("--run-traces names a step log twice")
+        own = (getattr(fit, "provenance", None) or {}).get("trace")
+        if own and any(Path(p).resolve() == Path(str(own)).resolve() for p in paths):
+            raise InputError(f"--run-traces includes the fit's own trace {own!r}: the run-level "
+                             "spread needs runs the fit did not see")
+        est = run_level_spread(fit, {p: read_trace(p) for p in paths})
+        return est["sd"], est
+    return (0.0 if args.run_sd is None else args.run_sd), None

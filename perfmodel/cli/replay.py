@@ -22,7 +22,11 @@ from pathlib import Path
 import pandas as pd
 
 from perfmodel._io import atomic_write_text
-from perfmodel.cli.common import add_random_state_argument
+from perfmodel.cli.common import (
+    add_random_state_argument,
+    add_run_level_arguments,
+    run_level_sd,
+)
 from perfmodel.decisions.replay import fit_for_run, run_engine_settings, run_parallelism
 from perfmodel.decisions.simulate import (
     POLICIES,
@@ -74,10 +78,7 @@ def add_replay_arguments(parser) -> None:
                         help="replays for a prediction interval of every statistic: each with "
                              "parameters drawn from the fit, step noise and, with --run-sd, a "
                              "run-level speed factor (default 0: no interval)")
-    parser.add_argument("--run-sd", type=float, default=0.0, metavar="SD",
-                        help="sd (log scale) of the run-level term of the interval: every step "
-                             "of a replay exp(u) times slower, u ~ N(0, SD^2) (the host's speed "
-                             "from run to run, docs/decisions.md; default 0: none)")
+    add_run_level_arguments(parser)
     parser.add_argument("--level", type=float, default=0.9,
                         help="interval level (default 0.9)")
     add_random_state_argument(parser, "the interval's draws")
@@ -140,8 +141,9 @@ def replay_command(args) -> tuple[str, dict]:
     if args.interval_replications < 0 or args.interval_replications == 1:
         raise InputError(f"--interval-replications must be 0 (no interval) or >= 2, got "
                          f"{args.interval_replications}")
-    if args.run_sd and not args.interval_replications:
-        raise InputError("--run-sd needs --interval-replications R (the interval it widens)")
+    if (args.run_sd is not None or args.run_traces) and not args.interval_replications:
+        raise InputError("--run-sd / --run-traces need --interval-replications R (the interval "
+                         "they widen)")
     run, work = _read_source(args.source)
     tp, ep = run_parallelism(run, args.tp)
     settings = {"tp": tp, "ep": ep}
@@ -181,10 +183,11 @@ def replay_command(args) -> tuple[str, dict]:
         from perfmodel.decisions.capacity import _run_text
         from perfmodel.decisions.run_intervals import replay_interval
 
-        iv = replay_interval(fit, work, engine, run_sd=args.run_sd,
+        run_sd, run_est = run_level_sd(args, fit)
+        iv = replay_interval(fit, work, engine, run_sd=run_sd,
                              replications=args.interval_replications, level=args.level,
                              seed=args.seed)
-        obj["interval"] = {**iv, "run_level": _run_text(args.run_sd),
+        obj["interval"] = {**iv, "run_level": _run_text(run_sd), "run_level_estimate": run_est,
                            "sources": "parameters drawn from the fit, step noise on its scale"}
     if out_path is not None:
         _write_csv(out_path, sim, work, args.force)

@@ -59,7 +59,9 @@ __all__ = ["INTERVAL_METRICS", "own_speed_errors", "replay_interval", "series_in
 
 #: what :func:`series_intervals` checks per run (request metrics at p50, and the attainment)
 INTERVAL_METRICS: tuple[str, ...] = ("ttft_ms_p50", "tpot_ms_p50", "latency_ms_p50",
-                                     "attainment")
+                                     "tpot_ms_p99", "attainment")
+#: distance between the base seeds of two runs of a series (independent draws per run)
+RUN_SEED_STRIDE = 10_007
 
 
 def replay_interval(fit, work: pd.DataFrame, engine, slo: SLO | None = None, *,
@@ -183,17 +185,19 @@ def series_intervals(series, train: str, *, train_series=None, run_sd: float = 0
 
     The model is fitted on ``train`` (of ``train_series``, default ``series``)
     as in :func:`perfmodel.decisions.real_client.validate_series`, with its
-    step overhead and client round trip.  Returns one row per run: ``run``,
+    step overhead and client round trip.  Each run gets its own draws (base
+    seed ``seed + RUN_SEED_STRIDE * i`` for the i-th run in name order), so the
+    runs are independent checks.  Returns one row per run: ``run``,
     ``held_out``, and per key of :data:`INTERVAL_METRICS` ``<key> measured``,
     ``<key> lower``, ``<key> upper`` and ``<key> inside`` (bool).
     """
     root, same, slo, fit, overhead, delays = _fitted(series, train, train_series, slo)
     rows = []
-    for d in sorted(p for p in root.iterdir() if (p / "bench.json").is_file()):
+    for i, d in enumerate(sorted(p for p in root.iterdir() if (p / "bench.json").is_file())):
         eng, closed = rc.replay_settings(d, overhead, delays)
         iv = replay_interval(fit, load_workload(d / "bench.json"), eng, slo, run_sd=run_sd,
-                             replications=replications, level=level, seed=seed,
-                             concurrency=closed)
+                             replications=replications, level=level,
+                             seed=seed + RUN_SEED_STRIDE * i, concurrency=closed)
         row: dict[str, Any] = {"run": d.name, "held_out": not (same and d.name == train)}
         for k in INTERVAL_METRICS:
             v = iv[k] if k == "attainment" else iv[k[:-4]][k[-3:]]

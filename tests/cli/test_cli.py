@@ -373,6 +373,13 @@ def test_capacity_json_keys_and_interval(ctx_fit_json, run):
                            "0.05", "--run-sd", "0.05", "--json"])
     assert rc == 0, err
     assert "N(0, 0.05^2)" in json.loads(stdout)["interval"]["sources"]["run_level"]
+    # the sd estimated from other runs' step logs (two vLLM-CPU traces of the same model)
+    others = [str(CTX_TRACE.with_name(n)) for n in ("mixed-r2.csv", "mixed-r3.csv")]
+    rc, stdout, err = run(["capacity", ctx_fit_json, *CAP, "--replications", "2", "--rel-tol",
+                           "0.05", "--run-traces", *others, "--json"])
+    assert rc == 0, err
+    est = json.loads(stdout)["assumptions"]["run_level_estimate"]
+    assert est["n_runs"] == 2 and 0 < est["sd"] < 0.5 and set(est["ratios"]) == set(others)
     rc, stdout, err = run(["capacity", ctx_fit_json, *CAP, "--mode", "concurrency",
                            "--replications", "0"])
     assert rc == 0, err
@@ -397,6 +404,12 @@ def test_tune_text_names_the_recommendation(ctx_fit_json, run):
      "max_num_seqs"),
     (["--slo", "ttft=5", "--prompt-tokens", "8", "--output-tokens", "8", "--run-sd", "-1"],
      "run_sd"),
+    (["--slo", "ttft=5", "--prompt-tokens", "8", "--output-tokens", "8", "--run-traces",
+      str(CTX_TRACE.with_name("mixed-r2.csv"))], ">= 2 runs"),
+    (["--slo", "ttft=5", "--prompt-tokens", "8", "--output-tokens", "8", "--run-sd", "0.1",
+      "--run-traces", str(CTX_TRACE), str(CTX_TRACE)], "not allowed with"),
+    (["--slo", "ttft=5", "--prompt-tokens", "8", "--output-tokens", "8", "--run-traces",
+      str(CTX_TRACE), str(CTX_TRACE.with_name("mixed-r2.csv"))], "fit's own trace"),
     (["--slo", "ttft=5", "--prompt-tokens", "8", "--output-tokens", "8", "--scheduler",
       "tcp://h:8786"], "only used by backend 'dask'"),
 ])

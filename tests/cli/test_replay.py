@@ -105,7 +105,7 @@ def test_bench_result_file(tmp_path, fit_json, run):
     rc, text, _ = run(["replay", p, "--fit", fit_json, "--interval-replications", "4"])
     assert rc == 0 and "90 % interval over 4 replays" in text and "tpot_ms int" in text
     for extra, match in ((["--interval-replications", "1"], "interval-replications"),
-                         (["--run-sd", "0.1"], "needs --interval-replications"),
+                         (["--run-sd", "0.1"], "need --interval-replications"),
                          (["--interval-replications", "4", "--run-sd", "-1"], "run_sd")):
         rc, _, err = run(["replay", p, "--fit", fit_json, *extra])
         assert rc == 2 and match in err and len(err.strip().splitlines()) == 1, err
