@@ -19,11 +19,11 @@ The full run of the first four scenarios (default: R = 500, n = 300 steps,
 development machine; run it with ``nice -n 10``.  The four later scenarios
 (misspecified, heavy_tails, clustered, ar1_design) took 19 minutes at
 R = 50 and 99 resamples on the same machine under load (``--plan`` runs a
-subset).  The stored ``heavy_tails`` and ``clustered`` rows (R = 250, 199
-resamples) took 22 minutes at ``nice -n 10`` beside other work (1-minute load
-average 5-8 on 2 cores; the run is listed in ``coverage_settings.json``), so
-R = 500 did not fit there.  ``--merge-summary paper/results`` merges such a
-part into the stored summary.  ``--small`` is the test-sized run (R = 20).
+subset).  The stored ``heavy_tails`` and ``clustered`` rows (R = 500, 199
+resamples) took 23 minutes at ``nice -n 10`` beside other work (an earlier
+R = 250 run of the same plan took 22 minutes at a 1-minute load average of
+5-8 on 2 cores; every run is listed in ``coverage_settings.json``).
+``--merge-summary paper/results`` merges such a part into the stored summary.  ``--small`` is the test-sized run (R = 20).
 
 Usage::
 
@@ -67,8 +67,9 @@ def _merged_settings(old: dict, this_run: dict, old_summary) -> dict:
     settings = {k: v for k, v in old.items()
                 if k not in ("runs", "merged_with", "plan_this_run", "wall_seconds")}
     for k in ("R", "n_boot"):
+        # per scenario, the run that ran it last; one number when every scenario agrees
         vals = {sc: r[k] for r in runs for sc in (r.get("scenarios") or r["plan"])}
-        settings[k] = old[k] if len(set(vals.values())) == 1 else vals
+        settings[k] = next(iter(vals.values())) if len(set(vals.values())) == 1 else vals
     settings["scenarios"] = list(dict.fromkeys([*old_summary["scenario"], *this_run["plan"]]))
     settings["runs"] = runs
     settings["wall_seconds"] = sum(float(r.get("wall_seconds", 0.0)) for r in runs)
