@@ -118,7 +118,13 @@ def cross_validate(
         summary rows: ``fold == 'mean'`` (mean of the fold scores: the
         mean error over folds; ``n`` the total scored) and ``fold == 'pooled'``
         (scores of all out-of-fold predictions together; a row in several
-        test windows counts each time).
+        test windows counts each time). ``out.attrs['predictions']`` holds
+        the out-of-fold prediction of each row of ``df`` (ndarray (n,),
+        NaN where no successful fold tested the row; a row in several test
+        windows keeps the last one), for paired comparisons of two models on
+        the same held-out steps
+        (:func:`perfmodel.stats.protocol.paired_difference`); verified equal
+        to a direct fit-and-predict loop over the splits (tests).
     """
     data = _check_trace(df, need_y=True)
     if not callable(make_model):
@@ -137,7 +143,13 @@ def cross_validate(
     summary = _summary_rows(table, model_name, pooled, labels is not None)
     out = pd.concat([table, pd.DataFrame(summary, columns=_COLUMNS)], ignore_index=True)
     out["fold"] = out["fold"].astype(object)
-    return out.astype({"n_train": "Int64", "n_test": "Int64", "n": "Int64"})
+    out = out.astype({"n_train": "Int64", "n_test": "Int64", "n": "Int64"})
+    oof = np.full(len(df), np.nan)
+    for (_, te), (_, pred, _) in zip(sp, folds, strict=True):
+        if pred is not None:
+            oof[te] = pred
+    out.attrs["predictions"] = oof
+    return out
 
 
 #: columns of the table of :func:`cross_validate`

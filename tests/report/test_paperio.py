@@ -39,6 +39,30 @@ def test_format_number(value, kw, text):
     assert pio.format_number(value, **kw) == text
 
 
+@pytest.mark.parametrize("args, kw, text", [
+    ((2.61, 2.42, 2.83), {}, "+2.6 [+2.4, +2.8]*"),
+    ((-0.04, -0.26, 0.31), {}, "+0.0 [-0.3, +0.3]"),        # no negative zero, no star
+    ((0.3, 0.04, 0.6), {}, "+0.3 [+0.0, +0.6]*"),           # star decided before rounding
+    ((-3.2, -4.1, -2.3), {"point": False}, "[-4.1, -2.3]*"),
+    ((1.26, 0.5, 2.0), {"decimals": 0, "star": False}, "+1 [+0, +2]"),
+    ((float("nan"), 0.0, 1.0), {}, "--"),
+])
+def test_format_paired(args, kw, text):
+    assert pio.format_paired(*args, **kw) == text
+
+
+def test_interval_excludes_zero_and_checks():
+    assert pio.interval_excludes_zero(0.01, 2.0) and pio.interval_excludes_zero(-2.0, -0.01)
+    assert not pio.interval_excludes_zero(-0.1, 0.1) and not pio.interval_excludes_zero(0.0, 1.0)
+    assert not pio.interval_excludes_zero(float("nan"), 1.0)
+    with pytest.raises(InputError, match="lo must not exceed hi"):
+        pio.interval_excludes_zero(1.0, 0.0)
+    with pytest.raises(InputError, match="decimals"):
+        pio.format_paired(1.0, 0.0, 2.0, decimals=-1)
+    with pytest.raises(InputError, match="lo must be a real number"):
+        pio.format_paired(1.0, "a", 2.0)
+
+
 @pytest.mark.parametrize("bad", [None, True, [1.0], {"a": 1}])
 def test_format_number_rejects_non_numbers(bad):
     with pytest.raises(InputError, match="real number"):

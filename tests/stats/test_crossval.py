@@ -126,3 +126,39 @@ def test_cross_validate_gives_the_same_scores_on_two_workers():
     with pytest.raises(InputError, match="backend must be one of"):
         cvl.cross_validate(df, lambda: bl.get_baseline("linear"), "random", k=3,
                           backend="spark")
+
+
+def test_cross_validate_keeps_out_of_fold_predictions(synthetic_trace):
+    """attrs['predictions'] equals a direct fit-and-predict loop over the splits, with NaN on
+    the rows of a failed fold and on rows no split tests."""
+    df = synthetic_trace(300, seed=3, noise=0.05)
+    sp = fo.make_folds(df, "grouped", k=4, seed=1)
+    tab = cvl.cross_validate(df, lambda: bl.get_baseline("poly2", relative=True), sp)
+    ref = np.full(len(df), np.nan)
+    for tr, te in sp:
+        ref[te] = bl.get_baseline("poly2", relative=True).fit(df.iloc[tr]).predict(df.iloc[te])
+    assert np.isfinite(ref).all()
+    assert_allclose(tab.attrs["predictions"], ref, rtol=1e-12)
+    # the pooled MAPE is the mean absolute relative error of these predictions
+    y = df.duration_ms.to_numpy()
+    pooled = tab[(tab.fold == "pooled") & (tab.regime == "all")].MAPE.iloc[0]
+    assert pooled == pytest.approx(100 * np.mean(np.abs(ref - y) / y), rel=1e-12)
+
+    class FailsOnFirst:
+        calls = 0
+
+        def fit(self, d):
+            FailsOnFirst.calls += 1
+            if FailsOnFirst.calls == 1:
+                raise RuntimeError("no fit")
+            self.m = bl.LinearBS().fit(d)
+            return self
+
+        def predict(self, d):
+            return self.m.predict(d)
+
+    sp2 = spl.time_series_splits(len(df), 3)
+    pred = cvl.cross_validate(df, FailsOnFirst, sp2, errors="record").attrs["predictions"]
+    tested = np.concatenate([te for _, te in sp2[1:]])
+    assert np.isfinite(pred[tested]).all()
+    assert np.isnan(np.delete(pred, tested)).all()  # failed fold 0 and untested rows

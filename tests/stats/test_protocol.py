@@ -176,6 +176,22 @@ def test_paired_interval_is_narrower_than_unpaired_for_correlated_errors():
     assert ulo < 0 < uhi and lo > 0  # the unpaired one does not resolve the difference
 
 
+def test_paired_interval_widens_when_errors_are_clustered():
+    """Resampling the clusters, not the steps: when the candidates' difference varies from
+    cluster to cluster (a cluster-level effect), the interval over the true clusters is
+    several times wider than the one that treats every step as its own cluster, and it
+    still covers the known mean difference (1 point)."""
+    rng = np.random.default_rng(4)
+    c = np.repeat(np.arange(30), 50)
+    ref = np.abs(rng.normal(0.08, 0.03, 30))[c] + 0.002 * rng.random(c.size)
+    err = ref + 0.01 + rng.normal(0, 0.02, 30)[c] + 0.002 * rng.standard_normal(c.size)
+    err += 0.01 - (err - ref).mean()  # the known difference exactly
+    _, lo, hi, _ = pr.paired_difference(err, ref, c, n_boot=800, seed=0)
+    _, slo, shi, _ = pr.paired_difference(err, ref, np.arange(c.size), n_boot=800, seed=0)
+    assert hi - lo > 3 * (shi - slo)
+    assert lo <= 1.0 <= hi
+
+
 def test_paired_difference_exact_sign_flip_p_and_checks():
     # 5 clusters all worse: only the identity and the all-flipped signs reach |sum|: 2 / 2**5
     err, ref, c = _paired_errors(np.random.default_rng(3), n_c=5)

@@ -153,6 +153,54 @@ def format_to_uncertainty(value: Any, uncertainty: float, *, max_digits: int = 3
     return format_number(float(f"{x:.{sig - 1}e}"), sig)
 
 
+def interval_excludes_zero(lo: Any, hi: Any) -> bool:
+    """Whether the interval ``[lo, hi]`` of a difference excludes zero (the data resolve its sign).
+
+    False when either end is NaN: an interval that was not computed resolves nothing.
+
+    >>> interval_excludes_zero(0.2, 1.4), interval_excludes_zero(-0.3, 0.8)
+    (True, False)
+    """
+    a, b = float(lo), float(hi)
+    if math.isnan(a) or math.isnan(b):
+        return False
+    if a > b:
+        raise InputError(f"lo must not exceed hi, got [{a}, {b}]")
+    return a > 0 or b < 0
+
+
+def format_paired(diff: Any, lo: Any, hi: Any, *, decimals: int = 1, star: bool = True,
+                  point: bool = True) -> str:
+    """A paired difference and its interval for a table cell: ``+2.6 [+2.4, +2.8]*``.
+
+    Problem: a difference of a few tenths of a point printed in whole points
+    reads ``+0 [+0, +0]``, which hides whether its interval excludes zero.
+    Every value is printed signed with ``decimals`` decimals (never ``-0.0``),
+    followed by ``*`` (``star``) when the interval excludes zero
+    (:func:`interval_excludes_zero`: decided on the unrounded ends);
+    ``point=False`` prints the interval alone. NaN gives ``--``.
+
+    >>> format_paired(0.04, -0.26, 0.31)
+    '+0.0 [-0.3, +0.3]'
+    >>> format_paired(2.61, 2.42, 2.83)
+    '+2.6 [+2.4, +2.8]*'
+    """
+    if not isinstance(decimals, int) or isinstance(decimals, bool) or not 0 <= decimals <= 6:
+        raise InputError(f"decimals must be an integer in [0, 6], got {decimals!r}")
+    vals = []
+    for name, v in (("diff", diff), ("lo", lo), ("hi", hi)):
+        if isinstance(v, bool) or not isinstance(v, _numbers.Real):
+            raise InputError(f"{name} must be a real number, got {v!r}")
+        vals.append(float(v))
+    if any(math.isnan(v) for v in vals):
+        return "--"
+    signed = lambda v: f"{round(v, decimals) + 0.0:+.{decimals}f}"  # + 0.0: no negative zero
+    text = f"[{signed(vals[1])}, {signed(vals[2])}]"
+    if point:
+        text = f"{signed(vals[0])} {text}"
+    return text + ("*" if star and interval_excludes_zero(vals[1], vals[2]) else "")
+
+
 def _macro_lines(values: Mapping[str, str]) -> str:
     return "".join(f"\\newcommand{{\\{k}}}{{{v}}}\n" for k, v in sorted(values.items()))
 
