@@ -175,13 +175,18 @@ def format_paired(diff: Any, lo: Any, hi: Any, *, decimals: int = 1, star: bool 
 
     Problem: a difference of a few tenths of a point printed in whole points
     reads ``+0 [+0, +0]``, which hides whether its interval excludes zero.
-    Every value is printed signed with ``decimals`` decimals (never ``-0.0``),
-    followed by ``*`` (``star``) when the interval excludes zero
-    (:func:`interval_excludes_zero`: decided on the unrounded ends);
-    ``point=False`` prints the interval alone. NaN gives ``--``.
+    Every value is printed signed with ``decimals`` decimals and keeps the
+    sign of the unrounded value (an end of -0.01 prints ``-0.0``, so that
+    ``[-0.0, +0.8]`` reads as containing zero and ``[-4.4, -0.0]*`` as
+    not; only an exact zero prints ``+0.0``), followed by ``*`` (``star``)
+    when the interval excludes zero (:func:`interval_excludes_zero`, on the
+    unrounded ends); ``point=False`` prints the interval alone. NaN gives
+    ``--``.
 
     >>> format_paired(0.04, -0.26, 0.31)
     '+0.0 [-0.3, +0.3]'
+    >>> format_paired(-2.2, -4.41, -0.02)
+    '-2.2 [-4.4, -0.0]*'
     >>> format_paired(2.61, 2.42, 2.83)
     '+2.6 [+2.4, +2.8]*'
     """
@@ -194,7 +199,7 @@ def format_paired(diff: Any, lo: Any, hi: Any, *, decimals: int = 1, star: bool 
         vals.append(float(v))
     if any(math.isnan(v) for v in vals):
         return "--"
-    signed = lambda v: f"{round(v, decimals) + 0.0:+.{decimals}f}"  # + 0.0: no negative zero
+    signed = lambda v: f"{math.copysign(round(abs(v), decimals), v) if v else 0.0:+.{decimals}f}"
     text = f"[{signed(vals[1])}, {signed(vals[2])}]"
     if point:
         text = f"{signed(vals[0])} {text}"
