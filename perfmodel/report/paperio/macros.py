@@ -169,12 +169,21 @@ def interval_excludes_zero(lo: Any, hi: Any) -> bool:
     return a > 0 or b < 0
 
 
-def format_paired(diff: Any, lo: Any, hi: Any, *, decimals: int = 1, star: bool = True,
+#: :func:`format_paired` prints whole points for an interval at least this wide (points)
+PAIRED_WHOLE_WIDTH = 10.0
+
+
+def format_paired(diff: Any, lo: Any, hi: Any, *, decimals: int | None = None, star: bool = True,
                   point: bool = True) -> str:
     """A paired difference and its interval for a table cell: ``+2.6 [+2.4, +2.8]*``.
 
     Problem: a difference of a few tenths of a point printed in whole points
     reads ``+0 [+0, +0]``, which hides whether its interval excludes zero.
+    ``decimals=None`` prints one decimal, or whole points where the interval
+    is :data:`PAIRED_WHOLE_WIDTH` points wide or more: there the tenths say
+    nothing the interval supports, and they move with the BLAS kernel where a
+    fit reaches another local optimum (Splitwise ``seed + gamma``: +7.0
+    under one OpenBLAS kernel, +6.9 under another, interval +0.8 to +15).
     Every value is printed signed with ``decimals`` decimals and keeps the
     sign of the unrounded value (an end of -0.01 prints ``-0.0``, so that
     ``[-0.0, +0.8]`` reads as containing zero and ``[-4.4, -0.0]*`` as
@@ -189,9 +198,12 @@ def format_paired(diff: Any, lo: Any, hi: Any, *, decimals: int = 1, star: bool 
     '-2.2 [-4.4, -0.0]*'
     >>> format_paired(2.61, 2.42, 2.83)
     '+2.6 [+2.4, +2.8]*'
+    >>> format_paired(6.96, 0.8, 15.0)
+    '+7 [+1, +15]*'
     """
-    if not isinstance(decimals, int) or isinstance(decimals, bool) or not 0 <= decimals <= 6:
-        raise InputError(f"decimals must be an integer in [0, 6], got {decimals!r}")
+    if decimals is not None and (not isinstance(decimals, int) or isinstance(decimals, bool)
+                                 or not 0 <= decimals <= 6):
+        raise InputError(f"decimals must be None or an integer in [0, 6], got {decimals!r}")
     vals = []
     for name, v in (("diff", diff), ("lo", lo), ("hi", hi)):
         if isinstance(v, bool) or not isinstance(v, _numbers.Real):
@@ -199,6 +211,8 @@ def format_paired(diff: Any, lo: Any, hi: Any, *, decimals: int = 1, star: bool 
         vals.append(float(v))
     if any(math.isnan(v) for v in vals):
         return "--"
+    if decimals is None:
+        decimals = 0 if vals[2] - vals[1] >= PAIRED_WHOLE_WIDTH else 1
     signed = lambda v: f"{math.copysign(round(abs(v), decimals), v) if v else 0.0:+.{decimals}f}"
     text = f"[{signed(vals[1])}, {signed(vals[2])}]"
     if point:
