@@ -52,6 +52,7 @@ def test_format_number(value, kw, text):
     ((-3.2, -4.1, -2.3), {"point": False}, "[-4.1, -2.3]*"),
     ((1.26, 0.5, 2.0), {"decimals": 0, "star": False}, "+1 [+0, +2]"),
     ((float("nan"), 0.0, 1.0), {}, "--"),
+    ((-0.4, -1.3, 0.5), {"latex": True}, "$-$0.4 [$-$1.3, $+$0.5]"),
 ])
 def test_format_paired(args, kw, text):
     assert pio.format_paired(*args, **kw) == text

@@ -174,7 +174,7 @@ PAIRED_WHOLE_WIDTH = 10.0
 
 
 def format_paired(diff: Any, lo: Any, hi: Any, *, decimals: int | None = None, star: bool = True,
-                  point: bool = True) -> str:
+                  point: bool = True, latex: bool = False) -> str:
     """A paired difference and its interval for a table cell: ``+2.6 [+2.4, +2.8]*``.
 
     Problem: a difference of a few tenths of a point printed in whole points
@@ -190,7 +190,8 @@ def format_paired(diff: Any, lo: Any, hi: Any, *, decimals: int | None = None, s
     not; only an exact zero prints ``+0.0``), followed by ``*`` (``star``)
     when the interval excludes zero (:func:`interval_excludes_zero`, on the
     unrounded ends); ``point=False`` prints the interval alone. NaN gives
-    ``--``.
+    ``--``. ``latex=True`` typesets the signs as math (``$-$``, ``$+$``) for
+    running text; table cells keep the plain characters.
 
     >>> format_paired(0.04, -0.26, 0.31)
     '+0.0 [-0.3, +0.3]'
@@ -217,6 +218,8 @@ def format_paired(diff: Any, lo: Any, hi: Any, *, decimals: int | None = None, s
     text = f"[{signed(vals[1])}, {signed(vals[2])}]"
     if point:
         text = f"{signed(vals[0])} {text}"
+    if latex:
+        text = re.sub(r"(?<![0-9])([+-])", r"$\1$", text)
     return text + ("*" if star and interval_excludes_zero(vals[1], vals[2]) else "")
 
 
