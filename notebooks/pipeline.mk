@@ -66,10 +66,14 @@ $(NB_BUILD)/03_residual_diagnostics.ipynb $(NB_BUILD)/06_cross_validation.ipynb 
 $(NB_BUILD)/13_real_client.ipynb: $(wildcard data/vllm-serve/*/*/*)
 # 16_real_client_replicates replays the replicated series with the fit of the first series
 $(NB_BUILD)/16_real_client_replicates.ipynb: $(wildcard data/vllm-serve/*/*/*)
+# 19_real_client_confirmation checks the confirmation series against the protocol frozen before it
+$(NB_BUILD)/19_real_client_confirmation.ipynb: $(wildcard data/vllm-serve/*/*/* data/vllm-serve/*.json)
 # full mode tabulates the stored coverage study (scripts/coverage_study.py, ~20 min)
 $(NB_BUILD)/04_uncertainty.ipynb: $(wildcard paper/results/coverage_*)
 # 17_interval_coverage tabulates the stored interval study (scripts/interval_study.py --transfer)
-$(NB_BUILD)/17_interval_coverage.ipynb: $(wildcard paper/results/interval_coverage*)
+# and recalibrates one llama-tiny run to explain its widths
+$(NB_BUILD)/17_interval_coverage.ipynb: $(wildcard paper/results/interval_coverage*) \
+  $(wildcard data/vllm-cpu/llama-tiny/*)
 # 18_model_selection tabulates the stored nested selection (scripts/evaluate_protocol.py --nested-only)
 $(NB_BUILD)/18_model_selection.ipynb: $(wildcard paper/results/nested/*)
 

@@ -36,29 +36,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scipy import stats
-
 from perfmodel._io import atomic_write_text, json_safe
 from perfmodel.data.requests import load_workload
 from perfmodel.data.trace import read_trace
 from perfmodel.decisions import real_client as rc
 from perfmodel.decisions.capacity import capacity
+from perfmodel.decisions.confirmation import min_inside
 from perfmodel.decisions.requests_workload import SLO, Workload
 from perfmodel.errors import InputError
 from perfmodel.stats.run_level import run_level_spread
-
-
-def min_inside(n: int, level: float, alpha: float) -> int:
-    """Largest count k with P(X < k) <= alpha for X ~ Binomial(n, level).
-
-    A well-calibrated interval of level ``level`` covers each of ``n``
-    independent runs with probability ``level``; fewer than this many covered
-    runs would happen with probability at most ``alpha``.
-    """
-    k = 0
-    while k < n and stats.binom.cdf(k, n, level) <= alpha:
-        k += 1
-    return k
 
 
 def main(argv=None) -> int:

@@ -180,14 +180,14 @@ def replay_command(args) -> tuple[str, dict]:
             work["output_tokens"].sum() / (float(fin.max()) - float(arr.min())))}
         obj["relative_error"] = _errors(pred, meas)
     if args.interval_replications:
-        from perfmodel.decisions.capacity import _run_text
+        from perfmodel.decisions.capacity import run_level_text
         from perfmodel.decisions.run_intervals import replay_interval
 
         run_sd, run_est = run_level_sd(args, fit)
         iv = replay_interval(fit, work, engine, run_sd=run_sd,
                              replications=args.interval_replications, level=args.level,
                              seed=args.seed)
-        obj["interval"] = {**iv, "run_level": _run_text(run_sd), "run_level_estimate": run_est,
+        obj["interval"] = {**iv, "run_level": run_level_text(run_sd), "run_level_estimate": run_est,
                            "sources": "parameters drawn from the fit, step noise on its scale"}
     if out_path is not None:
         _write_csv(out_path, sim, work, args.force)

@@ -70,6 +70,7 @@ from perfmodel.core.scale import scale_of
 from perfmodel.decisions.requests_workload import SLO, Workload
 from perfmodel.decisions.simulate import EngineConfig, simulate_closed_loop, simulate_open_loop
 from perfmodel.errors import InputError
+from perfmodel.stats.uncertainty import percentile_interval
 
 __all__ = ["MODES", "StepModelDraw", "capacity", "evaluate_load", "parameter_draws", "run_factors"]
 
@@ -377,28 +378,29 @@ def capacity(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
                         scheduler=scheduler, desc="capacity replications")
         vals = [a for a, _ in out]
         n_eval += sum(k for _, k in out)
-        lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
-        interval = {"level": level, "lower": float(np.quantile(vals, lo_q)),
-                    "upper": float(np.quantile(vals, hi_q)), "replications": R,
+        lower, upper = percentile_interval(vals, 1 - level)
+        interval = {"level": level, "lower": float(lower), "upper": float(upper),
+                    "replications": R,
                     "values": [float(v) for v in vals],
                     "sources": {"parameters": source,
                                 "step_noise": _noise_text(point_model) if noise else "off",
                                 "arrivals": "a new Poisson schedule per replication"
                                 if mode == "rate" else "closed loop (none)",
-                                "run_level": _run_text(run_sd)}}
+                                "run_level": run_level_text(run_sd)}}
     curve = _curve(point_model, workload, slo, mode, engine, answer, max_load, seed)
     key = "max_rate" if mode == "rate" else "max_concurrency"
     return {
         "mode": mode, key: answer, "feasible": answer > 0, "capped": capped,
         "interval": interval, "slo": slo.as_dict(), "attainment_curve": curve,
         "assumptions": {**_assumptions(fit, workload, engine, mode, noise, point_model),
-                        "run_level": _run_text(run_sd)},
+                        "run_level": run_level_text(run_sd)},
         "search": {"rel_tol": rel_tol, "max_load": max_load, "evaluations": n_eval,
                    "rule": "doubling from 1, then bisection on the attainment target"},
     }
 
 
-def _run_text(run_sd: float) -> str:
+def run_level_text(run_sd: float) -> str:
+    """How a decision's interval treats the run-level term, for its JSON ``assumptions``."""
     if run_sd == 0:
         return ("none: every replication runs at the fitted run's speed (the interval leaves "
                 "out the run-to-run change of the host's speed)")

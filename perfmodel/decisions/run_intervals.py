@@ -53,6 +53,7 @@ from perfmodel.decisions.simulate import simulate_closed_loop, simulate_open_loo
 from perfmodel.decisions.simulate.results import latency_stats
 from perfmodel.errors import InputError
 from perfmodel.stats.run_level import run_level_spread
+from perfmodel.stats.uncertainty import percentile_interval
 
 __all__ = ["INTERVAL_METRICS", "own_speed_errors", "replay_interval", "series_intervals",
            "series_run_spread"]
@@ -128,13 +129,13 @@ def replay_interval(fit, work: pd.DataFrame, engine, slo: SLO | None = None, *,
             draws.setdefault(("attainment", ""), []).append(float(ok.mean()))
     has = all(m in work.columns for m in rc.METRICS)
     meas = latency_stats(work["ttft_ms"], work["tpot_ms"], work["latency_ms"]) if has else {}
-    lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
     out: dict[str, Any] = {"level": level, "replications": R, "run_sd": run_sd}
     for (m, q), v in draws.items():
         a = np.asarray(v, float)
         a = a[np.isfinite(a)]
-        iv = {"lower": float(np.quantile(a, lo_q)) if a.size else None,
-              "upper": float(np.quantile(a, hi_q)) if a.size else None}
+        lower, upper = percentile_interval(a, 1 - level) if a.size else (None, None)
+        iv = {"lower": None if lower is None else float(lower),
+              "upper": None if upper is None else float(upper)}
         if m == "attainment":
             iv["measured"] = (float(rc.attained(work["ttft_ms"], work["tpot_ms"], slo,
                                                 work["latency_ms"]).mean()) if has else None)

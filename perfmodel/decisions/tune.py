@@ -42,16 +42,17 @@ from perfmodel.decisions.capacity import (
     StepModelDraw,
     _check_common,
     _one_search,
-    _run_text,
     _unit_arrivals,
     evaluate_load,
     parameter_draws,
     run_factors,
+    run_level_text,
     with_limits,
 )
 from perfmodel.decisions.requests_workload import SLO, Workload
 from perfmodel.decisions.simulate import EngineConfig
 from perfmodel.errors import InputError
+from perfmodel.stats.uncertainty import percentile_interval
 
 __all__ = ["DEFAULT_SEQS", "DEFAULT_TOKENS", "tune_token_budget"]
 
@@ -156,11 +157,11 @@ def tune_token_budget(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
     order = sorted(range(len(cands)), key=lambda i: (-point[i], cands[i][1], cands[i][0]))
     best, ib = cands[order[0]], order[0]
     jb = cands.index(base)
-    lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
-
     def iv(x):
-        return None if R == 0 else {"level": level, "lower": float(np.quantile(x, lo_q)),
-                                    "upper": float(np.quantile(x, hi_q))}
+        if R == 0:
+            return None
+        lower, upper = percentile_interval(x, 1 - level)
+        return {"level": level, "lower": float(lower), "upper": float(upper)}
 
     prob_best = None if R == 0 else float(np.mean(draws[:, ib] >= draws.max(axis=1) - 1e-12))
     unit = _unit(objective, mode)
@@ -180,7 +181,7 @@ def tune_token_budget(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
         "assumptions": {"model": getattr(fit, "model_name", None),
                         "workload": workload.describe(), "engine": engine.as_dict(),
                         "parameters": source, "replications": R,
-                        "run_level": _run_text(run_sd),
+                        "run_level": run_level_text(run_sd),
                         "rule": "maximise the objective over the grid (ties: smaller budget, "
                                 "then fewer sequences); the same draws for every candidate"},
     }

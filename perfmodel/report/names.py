@@ -1,0 +1,75 @@
+"""Prose names of the models and baselines, for figures and tables a reader sees.
+
+Problem
+-------
+Code and the command line name a candidate by its registry identifier
+(``seed_ctx_mono``, ``constant_throughput``: :data:`perfmodel.core.model.MODELS`,
+:data:`perfmodel.stats.baselines.BASELINES`); a figure or table of the paper
+should name it in words, the same words everywhere (the labels of the
+comparison notebooks, e.g. "seed (identifiable)", "DistServe form").  This
+module is the one mapping from identifier to prose name.  It imports nothing,
+so the report layer stays importable without numpy.
+
+Verified against: ``tests/report/test_names.py`` checks that every registered
+model and baseline has a distinct prose name.
+"""
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from perfmodel.errors import InputError
+
+__all__ = ["PROSE_NAMES", "prose_name"]
+
+#: registry identifier -> prose name (models first, then baselines)
+PROSE_NAMES = MappingProxyType({
+    "seed": "seed (8 parameters)",
+    "seed_id": "seed (identifiable)",
+    "seed_gamma": "seed + gamma",
+    "seed_ctx": "seed + context",
+    "seed_kv": "seed + KV reads",
+    "seed_attn": "seed + attention in work",
+    "seed_attn_kv": "seed + attention and KV",
+    "seed_ctx_mono": "seed + context (monotone)",
+    "linear": "linear",
+    "poly2": "quadratic",
+    "poly3": "cubic",
+    "constant_throughput": "constant throughput",
+    "distserve": "DistServe form",
+    "random_forest": "random forest",
+    "nnls_ctx": "non-negative linear (ablation)",
+    "splitwise_interp": "Splitwise interpolation",
+    "roofline": "roofline",
+})
+
+
+def prose_name(name: str, *, record: str | None = None) -> str:
+    """The prose name of the model or baseline called ``name``.
+
+    Parameters
+    ----------
+    name : str
+        A registry identifier (:data:`PROSE_NAMES`).
+    record : str or None
+        The identifier of the model of record; when ``name`` is it, the
+        result is ``"model of record (<prose name>)"``.
+
+    Raises
+    ------
+    InputError
+        ``name`` is not a string or has no prose name.
+
+    Examples
+    --------
+    >>> prose_name("constant_throughput")
+    'constant throughput'
+    >>> prose_name("seed_ctx_mono", record="seed_ctx_mono")
+    'model of record (seed + context (monotone))'
+    """
+    if not isinstance(name, str):
+        raise InputError(f"name must be a registry identifier (str), got {name!r}")
+    try:
+        prose = PROSE_NAMES[name]
+    except KeyError:
+        raise InputError(f"no prose name for {name!r}; known: {sorted(PROSE_NAMES)}") from None
+    return f"model of record ({prose})" if name == record else prose
