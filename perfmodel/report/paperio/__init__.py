@@ -44,7 +44,6 @@ from perfmodel.report.paperio._cli import _main as _main  # python -m perfmodel.
 from perfmodel.report.paperio._common import find_root
 from perfmodel.report.paperio.latex import latex_escape, param_tex, stack, table_tex, write_table
 from perfmodel.report.paperio.macros import (
-    PAIRED_WHOLE_WIDTH,
     assemble_numbers,
     format_bound,
     format_number,
@@ -65,7 +64,6 @@ from perfmodel.report.paperio.notebook import (
 )
 
 __all__ = [
-    "PAIRED_WHOLE_WIDTH",
     "PAPER_RC",
     "PaperOutputs",
     "assemble_numbers",

@@ -169,42 +169,40 @@ def interval_excludes_zero(lo: Any, hi: Any) -> bool:
     return a > 0 or b < 0
 
 
-#: :func:`format_paired` prints whole points for an interval at least this wide (points)
-PAIRED_WHOLE_WIDTH = 10.0
-
-
-def format_paired(diff: Any, lo: Any, hi: Any, *, decimals: int | None = None, star: bool = True,
+def format_paired(diff: Any, lo: Any, hi: Any, *, decimals: int = 0, star: bool = True,
                   point: bool = True, latex: bool = False) -> str:
-    """A paired difference and its interval for a table cell: ``+2.6 [+2.4, +2.8]*``.
+    """A paired difference and its interval for a table cell: ``+3 [+2, +4]*``.
 
-    Problem: a difference of a few tenths of a point printed in whole points
-    reads ``+0 [+0, +0]``, which hides whether its interval excludes zero.
-    ``decimals=None`` prints one decimal, or whole points where the interval
-    is :data:`PAIRED_WHOLE_WIDTH` points wide or more: there the tenths say
-    nothing the interval supports, and they move with the BLAS kernel where a
-    fit reaches another local optimum (Splitwise ``seed + gamma``: +7.0
-    under one OpenBLAS kernel, +6.9 under another, interval +0.8 to +15).
-    Every value is printed signed with ``decimals`` decimals and keeps the
-    sign of the unrounded value (an end of -0.01 prints ``-0.0``, so that
-    ``[-0.0, +0.8]`` reads as containing zero and ``[-4.4, -0.0]*`` as
-    not; only an exact zero prints ``+0.0``), followed by ``*`` (``star``)
-    when the interval excludes zero (:func:`interval_excludes_zero`, on the
-    unrounded ends); ``point=False`` prints the interval alone. NaN gives
-    ``--``. ``latex=True`` typesets the signs as math (``$-$``, ``$+$``) for
-    running text; table cells keep the plain characters.
+    Problem: a difference of two models' held-out MAPE on the same steps has
+    an interval, and both the difference and the interval must print the same
+    under every BLAS kernel and CPU.  The MAPEs themselves agree to about
+    1e-5 points across OpenBLAS kernels for most fits, but a multi-start fit
+    that lands in another optimum under another kernel moves them by up to a
+    few tenths (Splitwise ``seed + gamma`` against the record: +5.05 [+2.47,
+    +8.04] under one kernel, +4.86 [+2.24, +7.87] under another; the vLLM-CPU
+    model of record under extrapolation by 0.03): tenths are not supported,
+    so ``decimals=0`` (the default) prints whole points.  Every value is
+    printed signed and keeps the sign of the unrounded value (an end of -0.3
+    prints ``-0``, so that ``[-0, +1]`` reads as containing zero and ``[-1,
+    -0]*`` as not; only an exact zero prints ``+0``), followed by ``*``
+    (``star``) when the interval excludes zero (:func:`interval_excludes_zero`,
+    decided on the unrounded ends, so a difference of a few tenths that the
+    data resolve is starred although it prints ``-0``). ``point=False`` prints
+    the interval alone. NaN gives ``--``. ``latex=True`` typesets the signs as
+    math (``$-$``, ``$+$``) for running text; table cells keep the plain
+    characters.
 
     >>> format_paired(0.04, -0.26, 0.31)
-    '+0.0 [-0.3, +0.3]'
-    >>> format_paired(-2.2, -4.41, -0.02)
-    '-2.2 [-4.4, -0.0]*'
+    '+0 [-0, +0]'
+    >>> format_paired(-0.5, -0.6, -0.3)
+    '-0 [-1, -0]*'
     >>> format_paired(2.61, 2.42, 2.83)
-    '+2.6 [+2.4, +2.8]*'
-    >>> format_paired(6.96, 0.8, 15.0)
-    '+7 [+1, +15]*'
+    '+3 [+2, +3]*'
+    >>> format_paired(6.96, 0.8, 15.0, decimals=1)
+    '+7.0 [+0.8, +15.0]*'
     """
-    if decimals is not None and (not isinstance(decimals, int) or isinstance(decimals, bool)
-                                 or not 0 <= decimals <= 6):
-        raise InputError(f"decimals must be None or an integer in [0, 6], got {decimals!r}")
+    if not isinstance(decimals, int) or isinstance(decimals, bool) or not 0 <= decimals <= 6:
+        raise InputError(f"decimals must be an integer in [0, 6], got {decimals!r}")
     vals = []
     for name, v in (("diff", diff), ("lo", lo), ("hi", hi)):
         if isinstance(v, bool) or not isinstance(v, _numbers.Real):
@@ -212,8 +210,6 @@ def format_paired(diff: Any, lo: Any, hi: Any, *, decimals: int | None = None, s
         vals.append(float(v))
     if any(math.isnan(v) for v in vals):
         return "--"
-    if decimals is None:
-        decimals = 0 if vals[2] - vals[1] >= PAIRED_WHOLE_WIDTH else 1
     signed = lambda v: f"{math.copysign(round(abs(v), decimals), v) if v else 0.0:+.{decimals}f}"
     text = f"[{signed(vals[1])}, {signed(vals[2])}]"
     if point:
