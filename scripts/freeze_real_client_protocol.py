@@ -9,7 +9,7 @@ before a new series is collected, everything the confirmation uses:
 * the model of record, fitted on the training run (its parameters are stored so
   that a later change of the fit is detected);
 * the run-level sd, from the step logs of every run of the earlier series
-  except the training run (:func:`perfmodel.stats.run_level.run_level_spread`);
+  except the training run (:func:`perfmodel.decisions.run_intervals.series_run_spread`);
 * the replay interval settings (replications, level, seed, SLO);
 * the capacity answer and its 90 % interval, with and without the run-level
   term, for the earlier series' request set and the training run's limits;
@@ -38,13 +38,12 @@ sys.path.insert(0, str(ROOT))
 
 from perfmodel._io import atomic_write_text, json_safe
 from perfmodel.data.requests import load_workload
-from perfmodel.data.trace import read_trace
 from perfmodel.decisions import real_client as rc
 from perfmodel.decisions.capacity import capacity
 from perfmodel.decisions.confirmation import min_inside
 from perfmodel.decisions.requests_workload import SLO, Workload
+from perfmodel.decisions.run_intervals import series_run_spread
 from perfmodel.errors import InputError
-from perfmodel.stats.run_level import run_level_spread
 
 
 def main(argv=None) -> int:
@@ -75,13 +74,10 @@ def main(argv=None) -> int:
         troot = Path(a.train_series)
         fit, steps, overhead = rc.fit_run(troot / a.train)
         delays = rc.client_delays(troot / a.train, steps, overhead)
-        train_path = (troot / a.train).resolve()
-        others = {}
-        for s in a.spread_series:
-            for d in sorted(Path(s).iterdir()):
-                if (d / "steps.csv").is_file() and d.resolve() != train_path:
-                    others[f"{Path(s).name}/{d.name}"] = read_trace(d / "steps.csv")
-        spread = run_level_spread(fit, others)
+        extra = [s for s in a.spread_series if Path(s).resolve() != troot.resolve()]
+        if len(extra) == len(a.spread_series):
+            raise InputError("--spread-series must include the training series")
+        spread = series_run_spread(troot, a.train, extra_series=extra)
         slo = SLO.parse(a.slo)
         rw = load_workload(Path(a.workload_run) / "bench.json")
         work = Workload(prompt_tokens=rw["prompt_tokens"].to_numpy(),

@@ -60,9 +60,8 @@ from perfmodel.decisions.simulate.validation import estimate_step_overhead
 from perfmodel.errors import InputError
 
 __all__ = ["METRICS", "VLLM_CPU_SERVE_DEFAULTS", "attained", "budget_replicates", "budget_table",
-           "capacity_check",
-           "client_delays", "client_loop", "error_table", "estimate_client_delays", "fit_run",
-           "goodput", "repeat_spread", "replay_run", "replay_settings", "run_limits",
+           "capacity_check", "client_delays", "client_label", "client_loop", "error_table",
+           "estimate_client_delays", "fit_run", "goodput", "repeat_spread", "replay_run", "replay_settings", "run_limits",
            "validate_series"]
 
 #: request metrics compared, each at p50 and p99
@@ -435,9 +434,24 @@ def _check_result(result) -> dict:
     return result
 
 
-def _label(name: str, res: dict) -> str:
+def client_label(res: dict, *, compact: bool = False) -> str:
+    """How a run's client drove the server, and the server's limits, for a table.
+
+    ``res`` is a run's entry of :func:`validate_series`'s ``runs`` (``request_rate``,
+    ``max_concurrency``, ``engine``).  Long: ``"5 req/s, 32 / 768"`` or
+    ``"closed loop, 16 clients"``; ``compact=True``: ``"5; 32/768"`` or
+    ``"C=16; 32/768"`` (req/s or clients; ``max_num_seqs``/``max_num_batched_tokens``).
+    A run is a closed loop when it had a concurrency cap and no arrival rate
+    (``request_rate`` infinite).
+    """
+    if not isinstance(res, dict) or not isinstance(res.get("engine"), dict):
+        raise InputError("res must be a run's result with an `engine` mapping")
     lim = res["engine"]
-    if res.get("max_concurrency") is not None and math.isinf(res["request_rate"]):
+    closed = res.get("max_concurrency") is not None and math.isinf(res["request_rate"])
+    if compact:
+        head = f"C={res['max_concurrency']}" if closed else f"{res['request_rate']:g}"
+        return f"{head}; {lim['max_num_seqs']}/{lim['max_num_batched_tokens']}"
+    if closed:
         return f"closed loop, {res['max_concurrency']} clients"
     return (f"{res['request_rate']:g} req/s, {lim['max_num_seqs']} / "
             f"{lim['max_num_batched_tokens']}")
@@ -465,7 +479,7 @@ def error_table(result) -> pd.DataFrame:
     for name, res in sorted(runs.items(), key=order):
         if not res.get("held_out", True):
             continue
-        row = {"run": name, "client": _label(name, res)}
+        row = {"run": name, "client": client_label(res)}
         for m in METRICS:
             for q in QUANTILES:
                 v = res[f"{m}_{q}"]

@@ -166,16 +166,28 @@ def _train(series, train: str, train_series=None) -> Path:
     return root
 
 
-def series_run_spread(train_series, train: str) -> dict:
-    """The run-level spread of the fit on run ``train``, from the other runs of its series.
+def series_run_spread(train_series, train: str, extra_series=()) -> dict:
+    """The run-level spread of the fit on run ``train``, from runs it did not see.
 
     Every run folder of ``train_series`` with a ``steps.csv``, except ``train``,
-    is one run the fit did not see (:func:`perfmodel.stats.run_level.run_level_spread`).
+    and every such run folder of each folder in ``extra_series`` (named
+    ``<series>/<run>``; the training run is skipped wherever it appears) is one
+    run the fit did not see (:func:`perfmodel.stats.run_level.run_level_spread`).
     """
     root = _train(train_series, train)
+    if isinstance(extra_series, (str, Path)):
+        raise InputError("extra_series must be a list of series folders, not one path")
+    extra = [Path(x) for x in extra_series]
+    for x in extra:
+        if not x.is_dir():
+            raise InputError(f"extra_series: {str(x)!r} is not a folder")
     fit = rc.fit_run(root / train)[0]
-    others = {d.name: read_trace(d / "steps.csv") for d in sorted(root.iterdir())
-              if d.name != train and (d / "steps.csv").is_file()}
+    trained = (root / train).resolve()
+    others = {}
+    for series, prefix in ((root, ""), *((x, f"{x.name}/") for x in extra)):
+        for d in sorted(series.iterdir()):
+            if (d / "steps.csv").is_file() and d.resolve() != trained:
+                others.setdefault(f"{prefix}{d.name}", read_trace(d / "steps.csv"))
     return run_level_spread(fit, others)
 
 

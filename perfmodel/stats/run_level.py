@@ -50,7 +50,12 @@ import pandas as pd
 
 from perfmodel.errors import InputError
 
-__all__ = ["run_level_spread", "run_speed_ratio", "window_speed"]
+__all__ = ["EPISODE_WINDOW_S", "run_level_spread", "run_speed_ratio", "window_speed"]
+
+#: the window (seconds of wall time) in which :func:`window_speed` looks for episodes of
+#: contention: long enough to hold some hundred steps of the vLLM-CPU runs, short enough
+#: that a few seconds of a slow host stand out from the run's average
+EPISODE_WINDOW_S = 5.0
 
 
 def run_speed_ratio(model, steps: pd.DataFrame) -> float:
@@ -106,7 +111,7 @@ def run_level_spread(fit, runs: Mapping[str, pd.DataFrame]) -> dict:
             "rule": "sqrt(mean(log(run_speed_ratio)^2)) over runs the fit did not see"}
 
 
-def window_speed(model, steps: pd.DataFrame, window_s: float = 5.0) -> pd.DataFrame:
+def window_speed(model, steps: pd.DataFrame, window_s: float = EPISODE_WINDOW_S) -> pd.DataFrame:
     """:func:`run_speed_ratio` per window of ``window_s`` seconds of a run (episodes of contention).
 
     Parameters
@@ -115,7 +120,7 @@ def window_speed(model, steps: pd.DataFrame, window_s: float = 5.0) -> pd.DataFr
     steps : a step log with ``timestamp`` (seconds) and ``duration_ms``; its
         ``involuntary_switches`` (the vLLM step logger's count of the engine
         process's involuntary context switches per step), when present, are summed
-    window_s : window length in seconds (> 0)
+    window_s : window length in seconds (> 0; default :data:`EPISODE_WINDOW_S`)
 
     Returns
     -------

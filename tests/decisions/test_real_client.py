@@ -145,6 +145,20 @@ def test_paper_items_on_a_hand_built_result():
         rc.error_table({"runs": {}})
 
 
+def test_client_label_long_and_compact():
+    eng = {"max_num_seqs": 32, "max_num_batched_tokens": 768}
+    open_loop = {"request_rate": 5.0, "max_concurrency": None, "engine": eng}
+    capped = {"request_rate": 5.5, "max_concurrency": 64, "engine": eng}   # a cap, and arrivals
+    closed = {"request_rate": math.inf, "max_concurrency": 16, "engine": eng}
+    assert rc.client_label(open_loop) == "5 req/s, 32 / 768"
+    assert rc.client_label(open_loop, compact=True) == "5; 32/768"
+    assert rc.client_label(capped, compact=True) == "5.5; 32/768"
+    assert rc.client_label(closed) == "closed loop, 16 clients"
+    assert rc.client_label(closed, compact=True) == "C=16; 32/768"
+    with pytest.raises(InputError, match="engine"):
+        rc.client_label({"request_rate": 5.0})
+
+
 def test_budget_replicates_by_hand():
     res = _result()
     # rate 6, three paired repeats: tuned - default goodput 0.5, -0.1, 0.3 (mean 0.233)

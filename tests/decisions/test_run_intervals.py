@@ -87,3 +87,25 @@ def test_committed_replicates_inside_more_often_with_the_run_term(tmp_path):
     assert off[cols].to_numpy().sum() <= 2
     with pytest.raises(InputError, match="no run with a steps.csv"):
         ri.series_intervals(tmp_path, "nope", train_series=SERIES)
+
+
+@pytest.mark.skipif(not (SERIES / "repeat-1" / "steps.csv").is_file()
+                    or not (REPLICATES / "repeat-1" / "steps.csv").is_file(),
+                    reason="the committed real-client series are not in this checkout")
+def test_series_run_spread_over_several_series():
+    one = ri.series_run_spread(SERIES, "repeat-1")
+    both = ri.series_run_spread(SERIES, "repeat-1", extra_series=[REPLICATES])
+    n_rep = sum((d / "steps.csv").is_file() for d in REPLICATES.iterdir())
+    assert both["n_runs"] == one["n_runs"] + n_rep
+    assert {k: v for k, v in both["ratios"].items() if "/" not in k} == one["ratios"]
+    assert all(k.startswith(f"{REPLICATES.name}/") for k in both["ratios"] if "/" in k)
+    logs = np.log(list(both["ratios"].values()))
+    assert both["sd"] == pytest.approx(np.sqrt(np.mean(logs ** 2)))
+    # the training series given again as an extra adds nothing but its own runs, prefixed,
+    # and never the training run
+    again = ri.series_run_spread(SERIES, "repeat-1", extra_series=[SERIES])
+    assert f"{SERIES.name}/repeat-1" not in again["ratios"]
+    with pytest.raises(InputError, match="list of series"):
+        ri.series_run_spread(SERIES, "repeat-1", extra_series=str(REPLICATES))
+    with pytest.raises(InputError, match="not a folder"):
+        ri.series_run_spread(SERIES, "repeat-1", extra_series=["/nonexistent/series"])

@@ -6,7 +6,12 @@ import pandas as pd
 import pytest
 
 from perfmodel.errors import InputError
-from perfmodel.stats.run_level import run_level_spread, run_speed_ratio, window_speed
+from perfmodel.stats.run_level import (
+    EPISODE_WINDOW_S,
+    run_level_spread,
+    run_speed_ratio,
+    window_speed,
+)
 
 
 class Linear:
@@ -77,6 +82,9 @@ def test_window_speed_finds_a_slow_episode():
     assert w.loc[2, "speed_ratio"] == pytest.approx(1.3, rel=0.01)
     assert np.allclose(w.drop(index=2)["speed_ratio"], 1.0, atol=0.01)
     assert w["involuntary_switches"].tolist() == [100, 100, 1000, 100, 100, 100]
+    # the default window is the one constant the notebooks cite
+    assert EPISODE_WINDOW_S == 5.0
+    assert window_speed(Linear(), df).equals(w)
     with pytest.raises(InputError, match="timestamp"):
         window_speed(Linear(), df.drop(columns="timestamp"))
     with pytest.raises(InputError, match="window_s"):
