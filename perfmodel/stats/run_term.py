@@ -34,6 +34,13 @@ convolution of the pool's score distribution with the normal.
   ``(1 -+ L)/2`` are found by bisection of its distribution function (80
   halvings of a bracket ``[min s - 10 sd, max s + 10 sd]``).  The method is
   deterministic: no random draw.
+* *Never narrower*: the interval used is the hull of that central interval
+  and the stored one.  For a smooth score distribution the convolution is
+  wider anyway (normal scores: ``sqrt(s^2 + sd^2)``); where the stored
+  quantile function jumps (a pool whose upper tail is a few very slow steps,
+  e.g. the contended steps of a vLLM-CPU llama-tiny run) the convolution
+  smooths the jump and a bound could move inward, and the run term must not
+  make an interval narrower than the one calibrated without it.
 * ``sd = 0`` leaves the stored bounds as they are, bit for bit.
 * Only a ``log``-scale calibration takes the term (on another scale the
   score and the run's factor do not add); a calibration ``across-runs``
@@ -52,9 +59,12 @@ Verification
 ``tests/stats/test_run_term.py``: a pool holding the quantiles of
 ``N(0, s^2)`` gives bounds ``-+ sqrt(s^2 + sd^2) z`` (the closed form, to
 1 %); ``sd = 0`` returns the stored interval unchanged; the interval widens
-monotonically with ``sd`` on a skewed pool; a record survives a FIT.json
-round trip; an across-runs or non-log calibration and a negative ``sd`` are
-refused.
+monotonically with ``sd`` on a skewed pool and never moves inside the stored
+one on a pool whose tail jumps; on synthetic runs shifted by ``N(0, 0.05^2)``
+from a calibration run, the term of the true sd brings the coverage of new
+runs from 0.54 / 0.65 to 0.83 / 0.92 at 0.8 / 0.9; a record survives a
+FIT.json round trip; an across-runs or non-log calibration and a negative
+``sd`` are refused.
 """
 from __future__ import annotations
 
@@ -212,9 +222,9 @@ def convolved_bounds(scores, sd: float, level: float) -> tuple[float, float]:
 def pool_bounds(cal: Mapping):
     """The pool bounds an interval of ``cal`` uses: ``bounds(pool, li) -> (lo, hi)`` or None.
 
-    Without a run term (or with sd 0) the stored bounds; with one, the
-    convolved bounds of the pool (None where the pool's distribution is
-    incomplete, so the next pool of the Mondrian chain is tried).
+    Without a run term (or with sd 0) the stored bounds; with one, the hull of
+    the convolved and the stored bounds of the pool (None where the pool's
+    distribution is incomplete, so the next pool of the Mondrian chain is tried).
     """
     sd = run_term_sd(cal)
     if sd == 0:
@@ -229,6 +239,10 @@ def pool_bounds(cal: Mapping):
         key = (id(pool), li)
         if key not in cache:
             s = None if pool["lower"][li] is None else score_distribution(pool, levels)
-            cache[key] = None if s is None else convolved_bounds(s, sd, levels[li])
+            if s is None:
+                cache[key] = None
+            else:  # never inside the stored interval (module docstring, "never narrower")
+                lo, hi = convolved_bounds(s, sd, levels[li])
+                cache[key] = (min(lo, pool["lower"][li]), max(hi, pool["upper"][li]))
         return cache[key]
     return bounds

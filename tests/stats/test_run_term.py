@@ -165,3 +165,20 @@ def test_bad_run_terms_are_refused(one_run):
             conformal_interval(fit, _runs(1, 50, 9), 0.9, calibration={**cal, "run_term": bad})
     with pytest.raises(InputError, match="scores"):
         convolved_bounds([np.nan], 0.1, 0.9)
+
+
+def test_a_jump_in_the_tail_never_makes_the_interval_narrower():
+    """Upper bounds of 0.1 up to level 0.90 and 3.0 from 0.91 (a few very slow steps): the
+    convolution with sd 0.8 smooths the jump below 3.0; the interval used keeps the stored one."""
+    from perfmodel.stats.run_term import pool_bounds
+
+    lv = np.asarray(LEVELS)
+    pool = {"n": 500, "lower": list(-0.1 * np.ones(len(lv))),
+            "upper": list(np.where(lv <= 0.90, 0.1, 3.0))}
+    cal = {"levels": list(LEVELS), "scale": "log", "runs": {"calibration": "within-run"},
+           "run_term": {"sd": 0.8, "source": "run-sd", "n_runs": None}}
+    i = LEVELS.index(0.95)
+    lo, hi = convolved_bounds(score_distribution(pool, LEVELS), 0.8, 0.95)
+    assert hi < 3.0 and lo < -0.1  # the convolution alone moves the upper bound inward
+    assert pool_bounds(cal)(pool, i) == (lo, 3.0)
+    assert pool_bounds({**cal, "run_term": None})(pool, i) == (-0.1, 3.0)
