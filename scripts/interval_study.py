@@ -30,7 +30,12 @@ calibrated as ``perfmodel fit`` does, and every other trace of the folder
 (same-seed replicates, closed loop, sweeps, fixed tokens) is predicted with
 the interval at each level: coverage and width per trace x phase.  No fold
 of one run can see a run-level shift, so this measures how far an interval
-made on one run carries to another.  Regimes: ``all``; the phases of
+made on one run carries to another.  Each trace is covered a second time with
+the run-level term (:mod:`perfmodel.stats.run_term`) whose sd is estimated
+from the folder's OTHER traces, the test trace and ``mixed-r1`` left out
+(:func:`perfmodel.stats.run_level.run_level_spread`, as ``perfmodel fit
+--run-traces`` does): columns ``run_sd``, ``run_n`` (runs it came from),
+``conformal_run`` and ``width_run``.  Regimes: ``all``; the phases of
 :func:`perfmodel.stats.validation.regime`; ``short`` / ``medium`` / ``long`` by the
 calibration's rule (predicted time in the bottom, middle or top third of the
 training steps' predicted times); ``pred>=10ms`` (predicted time >= 10 ms).
@@ -156,12 +161,15 @@ def summarise(name: str, steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def transfer(cpu_root: Path, starts: int) -> pd.DataFrame:
-    """Fit and calibrate on ``mixed-r1.csv`` of each model folder; cover its other traces."""
+    """Fit and calibrate on ``mixed-r1.csv`` of each model folder; cover its other traces,
+    without and with the run-level term (module docstring, ``--transfer``)."""
     from perfmodel.core.fit import fit_model
     from perfmodel.core.model import default_for
     from perfmodel.data.trace import read_trace
     from perfmodel.stats.interval_coverage import coverage_by_regime, regime_masks
     from perfmodel.stats.intervals import calibrate_intervals, conformal_interval
+    from perfmodel.stats.run_level import run_level_spread
+    from perfmodel.stats.run_term import run_term_record, with_run_term
     from perfmodel.stats.validation import regime
 
     rows = []
@@ -175,21 +183,28 @@ def transfer(cpu_root: Path, starts: int) -> pd.DataFrame:
             warnings.simplefilter("ignore")
             fit = fit_model(df, default_for(df), n_starts=starts)
             fit.interval_calibration = calibrate_intervals(fit, df, n_starts=min(starts, 4))
-        for path in sorted(mdir.glob("*.csv")):
-            if ".calib-" in path.name or path == base:
-                continue
-            test = read_trace(path)
+        traces = {p.stem: read_trace(p) for p in sorted(mdir.glob("*.csv"))
+                  if ".calib-" not in p.name and p != base}
+        for name, test in traces.items():
+            # the run-level sd of the runs the fit did not see, the test run left out
+            est = run_level_spread(fit, {k: v for k, v in traces.items() if k != name})
+            term = with_run_term(fit.interval_calibration, run_term_record(est["sd"], estimate=est))
             y, mu = test["duration_ms"].to_numpy(float), fit.predict(test)
             masks = regime_masks(regime(test).astype(str).to_numpy())
-            cov = coverage_by_regime(y, mu, {lv: conformal_interval(fit, test, lv)
-                                             for lv in LEVELS}, masks)
+            cov, cov_run = (coverage_by_regime(y, mu, {lv: conformal_interval(fit, test, lv, cal)
+                                                       for lv in LEVELS}, masks)
+                            for cal in (None, term))
+            cov_run = cov_run.set_index(["regime", "level"])
             for r in cov.sort_values("level", kind="stable").itertuples():
-                m = masks[r.regime]
-                rows.append({"dataset": mdir.name, "trace": path.stem, "regime": r.regime,
+                m, rr = masks[r.regime], cov_run.loc[(r.regime, r.level)]
+                rows.append({"dataset": mdir.name, "trace": name, "regime": r.regime,
                              "level": r.level, "n": r.n, "conformal": round(r.coverage, 3),
                              "width_conformal": round(r.width, 3),
                              "median_log_ratio": round(float(np.median(
-                                 np.log(y[m] / mu[m]))), 3)})
+                                 np.log(y[m] / mu[m]))), 3),
+                             "run_sd": round(est["sd"], 4), "run_n": est["n_runs"],
+                             "conformal_run": round(float(rr["coverage"]), 3),
+                             "width_run": round(float(rr["width"]), 3)})
     return pd.DataFrame(rows)
 
 

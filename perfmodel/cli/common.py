@@ -18,6 +18,7 @@ __all__ = [
     "add_random_state_argument",
     "add_run_level_arguments",
     "check_output",
+    "check_run_traces",
     "emit",
     "run_level_sd",
 ]
@@ -105,17 +106,32 @@ def check_output(path, force: bool, inputs=()) -> Path:
     return p
 
 
-def add_run_level_arguments(parser) -> None:
-    """``--run-sd SD`` or ``--run-traces STEPLOG ...``: the run-level term of an interval."""
+def add_run_level_arguments(parser, sd_help: str | None = None) -> None:
+    """``--run-sd SD`` or ``--run-traces STEPLOG ...``: the run-level term of an interval
+    (``sd_help``: the help of ``--run-sd`` where the interval is not a replication's)."""
     g = parser.add_mutually_exclusive_group()
     g.add_argument("--run-sd", type=float, default=None, metavar="SD",
-                   help="sd (log scale) of the run-level term of the interval: every step of a "
-                        "replication exp(u) times slower, u ~ N(0, SD^2) (the host's speed from "
-                        "run to run, docs/decisions.md; default 0: none)")
+                   help=sd_help or (
+                       "sd (log scale) of the run-level term of the interval: every step of a "
+                       "replication exp(u) times slower, u ~ N(0, SD^2) (the host's speed from "
+                       "run to run, docs/decisions.md; default 0: none)"))
     g.add_argument("--run-traces", nargs="+", metavar="STEPLOG",
                    help="step logs of other runs of the same server, NOT the fit's own: the "
                         "run-level sd is estimated from them (root-mean-square log of each "
                         "run's measured over predicted step time; at least 2)")
+
+
+def check_run_traces(paths, own) -> list[str]:
+    """``--run-traces``: no step log twice, none of the fit's own trace(s) ``own`` (a path,
+    a list of paths or None); returns the paths as strings."""
+    paths = [str(p) for p in paths]
+    if len(set(paths)) != len(paths):
+        raise InputError("--run-traces names a step log twice")
+    for o in own if isinstance(own, (list, tuple)) else [own] if own else []:
+        if any(Path(p).resolve() == Path(str(o)).resolve() for p in paths):
+            raise InputError(f"--run-traces includes the fit's own trace {str(o)!r}: the "
+                             "run-level spread needs runs the fit did not see")
+    return paths
 
 
 def run_level_sd(args, fit) -> tuple[float, dict | None]:
@@ -125,13 +141,8 @@ def run_level_sd(args, fit) -> tuple[float, dict | None]:
         from perfmodel.data.trace import read_trace
         from perfmodel.stats.run_level import run_level_spread
 
-        paths = [str(p) for p in args.run_traces]
-        if len(set(paths)) != len(paths):
-            raise InputError("--run-traces names a step log twice")
-        own = (getattr(fit, "provenance", None) or {}).get("trace")
-        if own and any(Path(p).resolve() == Path(str(own)).resolve() for p in paths):
-            raise InputError(f"--run-traces includes the fit's own trace {own!r}: the run-level "
-                             "spread needs runs the fit did not see")
+        paths = check_run_traces(args.run_traces,
+                                 (getattr(fit, "provenance", None) or {}).get("trace"))
         est = run_level_spread(fit, {p: read_trace(p) for p in paths})
         return est["sd"], est
     return (0.0 if args.run_sd is None else args.run_sd), None

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from perfmodel import __version__
-from perfmodel._checks import check_int_range
+from perfmodel._checks import check_int_range, check_positive
 from perfmodel._io import Terminated, atomic_write_text, json_safe, terminate_as_interrupt
 from perfmodel.cli import capacity as cli_capacity
 from perfmodel.cli import collect as cli_collect
@@ -37,8 +37,11 @@ from perfmodel.cli.common import (
     UsageError,
     add_backend_arguments,
     add_random_state_argument,
+    add_run_level_arguments,
     check_output,
+    check_run_traces,
     emit,
+    run_level_sd,
 )
 from perfmodel.errors import InputError, PerfmodelError
 
@@ -67,6 +70,7 @@ def cmd_fit(args):
     check_backend(args.backend, args.scheduler)
     out = check_output(args.output, args.force, inputs=args.trace)
     df, run_column = _read_fit_traces(args)
+    _check_run_term_args(args, run_column)
     model = resolve_model(args.model, df)
     window = tuple(args.outlier_window) if args.outlier_window else None
     relative = "absolute" if args.absolute else args.relative
@@ -156,8 +160,27 @@ def _read_fit_traces(args):
     return df, column
 
 
+def _check_run_term_args(args, run_column) -> None:
+    """``--run-sd`` / ``--run-traces`` of ``perfmodel fit``, checked before the fit: a
+    within-run conformal calibration, an sd >= 0, run traces other than the fit's."""
+    if args.run_sd is None and not args.run_traces:
+        return
+    if args.intervals != "conformal":
+        raise InputError("--run-sd / --run-traces add a run-level term to the conformal "
+                         "interval calibration: they need --intervals conformal")
+    if run_column is not None:
+        raise InputError("--run-sd / --run-traces need a within-run calibration: an across-runs "
+                         "one holds the run shifts in its scores already (give one trace, or "
+                         "--interval-calibration within-run)")
+    if args.run_sd is not None:
+        check_positive("run_sd", args.run_sd, allow_zero=True)
+    else:
+        check_run_traces(args.run_traces, args.trace)
+
+
 def _calibrate(args, res, df, run_column=None, groups=None, fit_data=None) -> None:
-    """``--intervals conformal``: store the held-out interval calibration in the fit."""
+    """``--intervals conformal``: store the held-out interval calibration in the fit, with
+    the run-level term of ``--run-sd`` / ``--run-traces`` (:mod:`perfmodel.stats.run_term`)."""
     if args.intervals != "conformal":
         return
     from perfmodel.stats.intervals import calibrate_intervals
@@ -170,6 +193,13 @@ def _calibrate(args, res, df, run_column=None, groups=None, fit_data=None) -> No
     except PerfmodelError as e:
         print(f"perfmodel: warning: no interval calibration stored ({e}); "
               "predict --interval will use the model-based band", file=sys.stderr)
+        return
+    if args.run_sd is not None or args.run_traces:
+        from perfmodel.stats.run_term import run_term_record, with_run_term
+
+        sd, est = run_level_sd(args, res)
+        res.interval_calibration = with_run_term(res.interval_calibration,
+                                                 run_term_record(sd, estimate=est))
 
 
 def _delegate(command):
@@ -218,6 +248,8 @@ def cmd_predict(args):
         obj["interval"] = {"level": iv.level, "method": iv.method,
                            "description": iv.description, "pools": iv.pools,
                            **({"calibration": iv.calibration} if iv.calibration else {})}
+        if iv.method == "conformal":  # the run-level term (None: none), README.md
+            obj["interval"]["run_term"] = res.interval_calibration.get("run_term")
         cols += ", lower_ms, upper_ms"
         print(f"perfmodel: interval {iv.level:g}: {iv.method}: {iv.description}",
               file=sys.stderr)
@@ -316,6 +348,10 @@ def _add_fit_interval_arguments(f) -> None:
                         "else within-run (default auto)")
     f.add_argument("--run-column", default=None, metavar="COLUMN",
                    help="column of the trace naming each step's engine run (>= 2 runs)")
+    add_run_level_arguments(f, sd_help=(
+        "sd (log scale) of a run-level term stored with a within-run calibration: predict "
+        "--interval then covers a step of ANOTHER run, all of whose steps are exp(u) times "
+        "slower, u ~ N(0, SD^2) (README.md, Prediction intervals; default: no term)"))
     f.add_argument("--ci-method", default="percentile", choices=["percentile", "bca"])
     f.add_argument("--jobs", type=int, default=1, help="parallel jobs for the bootstrap")
     add_backend_arguments(f)

@@ -57,6 +57,12 @@ The stored object (JSON, self-contained)
     ``{'calibration': 'across-runs',
     'column': c, 'n_runs': m, 'labels': [...]}`` (every score from a refit on
     the other runs of column ``c``, ``m >= 2``).
+``run_term`` (optional)
+    the run-level term added to the interval of a step of another run
+    (:mod:`perfmodel.stats.run_term`): ``{'sd': sd, 'source': 'run-sd' |
+    'run-traces', 'n_runs': n | null, ...}`` (``sd`` >= 0, log scale; with
+    ``run-traces`` also ``ratios`` and ``mean_log_ratio`` of the runs it was
+    estimated from).  Without the key there is none (sd 0).
 
 Verification
 ------------
@@ -75,8 +81,8 @@ from typing import Any
 
 from perfmodel.errors import InputError
 
-__all__ = ["ACROSS_RUNS", "ALL", "CALIBRATIONS", "KEY", "LENGTHS", "METHOD", "PHASES", "QUANTILE_RULES", "VERSION",
-           "WITHIN_RUN", "check_interval_calibration", "pool_chain"]
+__all__ = ["ACROSS_RUNS", "ALL", "CALIBRATIONS", "KEY", "LENGTHS", "METHOD", "PHASES", "QUANTILE_RULES",
+           "RUN_TERM", "VERSION", "WITHIN_RUN", "check_interval_calibration", "pool_chain"]
 
 #: the FIT.json key
 KEY = "interval_calibration"
@@ -95,6 +101,8 @@ ALL = "*|*"
 #: calibrations (optional key ``runs``): folds inside one run, or out-of-run folds
 WITHIN_RUN, ACROSS_RUNS = "within-run", "across-runs"
 CALIBRATIONS = (WITHIN_RUN, ACROSS_RUNS)
+#: the optional sub-key of the run-level term
+RUN_TERM = "run_term"
 
 _KEYS = ("version", "method", "scale", "levels", "regime_rule", "min_count", "pools", "folds")
 
@@ -196,6 +204,7 @@ def check_interval_calibration(obj: Any) -> dict:
     if not isinstance(obj["folds"], Mapping):
         raise InputError(f"{KEY}.folds must be a JSON object")
     _check_runs(obj.get("runs"))
+    _check_run_term(obj.get(RUN_TERM))
     return dict(obj)
 
 
@@ -211,3 +220,17 @@ def _check_runs(runs: Any) -> None:
         raise InputError(f"{KEY}.runs.n_runs must be an integer >= 1, got {n!r}")
     if runs["calibration"] == ACROSS_RUNS and (n < 2 or not isinstance(runs.get("column"), str)):
         raise InputError(f"{KEY}.runs: an across-runs calibration needs a column and >= 2 runs")
+
+
+def _check_run_term(rec: Any) -> None:
+    """The optional ``run_term`` key: a finite sd >= 0 and its source."""
+    if rec is None:
+        return
+    if (not isinstance(rec, Mapping) or not _number(rec.get("sd")) or rec["sd"] < 0
+            or rec.get("source") not in ("run-sd", "run-traces")):
+        raise InputError(f"{KEY}.{RUN_TERM} must hold sd (a finite number >= 0) and source "
+                         "('run-sd' or 'run-traces')")
+    n = rec.get("n_runs")
+    if rec["source"] == "run-traces" and (isinstance(n, bool) or not isinstance(n, int) or n < 2):
+        raise InputError(f"{KEY}.{RUN_TERM}.n_runs must be an integer >= 2 for an estimate, "
+                         f"got {n!r}")

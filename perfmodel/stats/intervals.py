@@ -63,7 +63,8 @@ trace's (same-seed replicate runs repeat every schedule, so a test step's
 twin in another run stays out of training).  With ``m`` runs the shift is
 sampled ``m`` times only: with 2 or 3 runs the interval holds for a new run
 only as far as those runs span the engine's run-to-run spread (measured,
-README.md).  FIT.json says which calibration was used (``runs``).
+README.md).  FIT.json says which calibration was used (``runs``); a within-run
+one may carry a run-level term of known sd instead (:mod:`perfmodel.stats.run_term`).
 
 Each pool also records the intraclass correlation of its scores within the
 fold engine's groups (configuration, identical schedule, time block) and the
@@ -121,6 +122,7 @@ from perfmodel.core.scale import get_scale, scale_of
 from perfmodel.data.trace_read import RUN_COLUMN
 from perfmodel.errors import InputError
 from perfmodel.stats.predictive import _level  # the one check of an interval level
+from perfmodel.stats.run_term import pool_bounds, run_term_text
 from perfmodel.stats.validation import (
     DEFAULT_BLOCK,
     fold_groups,
@@ -153,9 +155,8 @@ _EPS = 1e-9
 class Interval:
     """Pointwise prediction interval (ms) at one level, with how it was made.
 
-    ``pools``: for the conformal method, how many steps used each pool.
-    ``calibration``: for the conformal method, the stored ``runs`` record
-    (within-run, or across how many runs); None for the model band.
+    ``pools``: conformal: how many steps used each pool.  ``calibration``: conformal:
+    the stored ``runs`` record (within-run, or across how many runs); None for the model band.
     """
 
     level: float
@@ -658,19 +659,19 @@ def runs_text(cal: dict) -> str:
 
 
 def _bounds_for(cal: dict, phase, length, li: int) -> tuple[np.ndarray, np.ndarray, dict]:
-    """Score bounds per step at level index ``li``, the finest eligible pool of each."""
-    n = len(phase)
+    """Score bounds per step at level index ``li``, the finest eligible pool of each (widened
+    by a stored run-level term: :func:`perfmodel.stats.run_term.pool_bounds`)."""
+    n, bounds, used = len(phase), pool_bounds(cal), {}
     lo, hi = np.full(n, -np.inf), np.full(n, np.inf)
-    used: dict[str, int] = {}
     pools, mc = cal["pools"], cal["min_count"]
     for key in sorted(set(zip(phase, length))):
         rows = (phase == key[0]) & (length == key[1])
         for name in pool_chain(*key):
             p = pools.get(name)
-            if p is None or p["lower"][li] is None or p["upper"][li] is None:
+            if p is None or (b := bounds(p, li)) is None:
                 continue
             if p["n"] >= mc or name == ALL:
-                lo[rows], hi[rows] = p["lower"][li], p["upper"][li]
+                lo[rows], hi[rows] = b
                 used[name] = used.get(name, 0) + int(rows.sum())
                 break
         else:
@@ -717,9 +718,8 @@ def conformal_interval(fit, df: pd.DataFrame, level, calibration: dict | None = 
                                      rule["phase"]["prefill_ratio"])
     lo, hi, used = _bounds_for(cal, phase, length, match[0])
     rule_q = cal.get("quantile_rule", "step-rank")
-    text = (f"{METHOD} ({rule_q}, clusters: {cal.get('clusters', 'steps')}; "
-            f"{runs_text(cal)}): per-regime "
-            f"quantiles of {cal['folds'].get('k')}-fold "
+    text = (f"{METHOD} ({rule_q}, clusters: {cal.get('clusters', 'steps')}; {runs_text(cal)}; "
+            f"{run_term_text(cal)}): per-regime quantiles of {cal['folds'].get('k')}-fold "
             f"{cal['folds'].get('scheme')} held-out {cal['scale']}-scale residuals "
             f"(pools used: {used})")
     return Interval(level, "conformal", _inverse(scale, mu, lo, "lower"),

@@ -64,3 +64,23 @@ def test_both_quantile_rules_pass_and_a_calibration_without_the_key_is_the_step_
 def test_not_an_object():
     with pytest.raises(InputError, match=KEY):
         check_interval_calibration([1, 2])
+
+
+@pytest.mark.parametrize("rec", [
+    {"sd": 0.0, "source": "run-sd", "n_runs": None},
+    {"sd": 0.034, "source": "run-traces", "n_runs": 7, "ratios": {"a": 0.96, "b": 1.0}},
+])
+def test_a_run_term_passes_and_a_calibration_without_it_still_loads(rec):
+    assert "run_term" not in GOOD
+    assert check_interval_calibration({**GOOD, "run_term": rec})["run_term"] == rec
+
+
+@pytest.mark.parametrize("rec", [
+    {"sd": -0.1, "source": "run-sd"}, {"sd": float("inf"), "source": "run-sd"},
+    {"sd": 0.1, "source": "guess"}, {"sd": 0.1}, "0.1",
+    {"sd": 0.1, "source": "run-traces", "n_runs": 1},
+    {"sd": 0.1, "source": "run-traces", "n_runs": True},
+])
+def test_a_damaged_run_term_is_named(rec):
+    with pytest.raises(InputError, match="run_term"):
+        check_interval_calibration({**GOOD, "run_term": rec})
