@@ -4,7 +4,9 @@ Problem: the saturation model (docs/model.md) must beat simpler or more flexible
 models on the same data and the same validation splits to earn its
 parameters. The alternatives are linear/polynomial regression and a
 constant-throughput model (docs/model.md, Evaluation); DistServe's latency
-model and a random forest (as in Vidur) are the peers.
+model, Splitwise's interpolation, a roofline (calibrated on datasheet peaks,
+or with its two ceilings fitted) and a random forest (as in Vidur) are the
+peers.
 
 Every baseline has ``name``, ``n_params`` (``None`` for the forest, which has
 no fixed parameter count), ``fit(df) -> self`` and ``predict(df) -> ndarray``
