@@ -592,7 +592,7 @@ class TrainedRoofline(Baseline):
     the FLOPs and bytes of :class:`Roofline` (the same counts, from the
     model's shape); the roofline of Williams, Waterman and Patterson
     (CACM 2009) with its two ceilings measured on the data instead of read
-    from a datasheet, as trained roofline predictors do. Fitted by bounded
+    from a datasheet. Fitted by bounded
     nonlinear least squares (:func:`scipy.optimize.least_squares`, 'trf') in
     ``(a, 1/pi, 1/beta)`` with every value >= 0, on column-scaled ``F`` and
     ``M`` and (``relative``) ``1/T``-weighted residuals. The maximum makes
