@@ -4,7 +4,9 @@ Problem: the saturation model (docs/model.md) must beat simpler or more flexible
 models on the same data and the same validation splits to earn its
 parameters. The alternatives are linear/polynomial regression and a
 constant-throughput model (docs/model.md, Evaluation); DistServe's latency
-model and a random forest (as in Vidur) are the peers.
+model, Splitwise's interpolation, a roofline (calibrated on datasheet peaks,
+or with its two ceilings fitted) and a random forest (as in Vidur) are the
+peers.
 
 Every baseline has ``name``, ``n_params`` (``None`` for the forest, which has
 no fixed parameter count), ``fit(df) -> self`` and ``predict(df) -> ndarray``
@@ -48,6 +50,7 @@ __all__ = [
     "RandomForest",
     "Roofline",
     "SplitwiseInterp",
+    "TrainedRoofline",
     "get_baseline",
 ]
 
@@ -517,6 +520,31 @@ HARDWARE_PEAKS: dict[str, tuple[float, float]] = {
 }
 
 
+#: the keys of a Llama-style ``model_config`` the roofline counts need
+_ROOF_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+              "num_key_value_heads", "head_dim", "vocab_size")
+
+
+def _flops_bytes(cfg, bytes_per_element, df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """FLOPs and bytes moved of each step (the :class:`Roofline` counts), after input checks."""
+    if not isinstance(cfg, dict) or any(k not in cfg for k in _ROOF_KEYS):
+        raise InputError(f"roofline needs `model_config` with keys {list(_ROOF_KEYS)}")
+    e = bytes_per_element
+    if isinstance(e, bool) or not isinstance(e, (int, float)) or not e > 0:
+        raise InputError(f"roofline needs `bytes_per_element` > 0, got {e!r}")
+    h, inter, L = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
+    hq = cfg["num_attention_heads"] * cfg["head_dim"]
+    hkv = cfg["num_key_value_heads"] * cfg["head_dim"]
+    V = cfg["vocab_size"]
+    p_layer = h * (2 * hq + 2 * hkv) + 3 * h * inter
+    feats = check_step_columns(df, need_y=False)
+    f = _request_features(df)
+    B, S = feats["B"], feats["S"]
+    flops = L * (2.0 * S * p_layer + 4.0 * hq * f["attn"]) + 2.0 * B * h * V
+    nbytes = e * (L * p_layer + h * V) + e * L * 2.0 * hkv * (f["ctx_sum"] + S)
+    return flops, nbytes
+
+
 class Roofline(Baseline):
     """A calibrated roofline from the model's shape and the hardware's peak numbers.
 
@@ -546,28 +574,94 @@ class Roofline(Baseline):
 
     def roof_ms(self, df: pd.DataFrame) -> np.ndarray:
         """The uncalibrated roofline time (ms) of each step."""
-        cfg = self.model_config
-        keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                "num_key_value_heads", "head_dim", "vocab_size")
-        if not isinstance(cfg, dict) or any(k not in cfg for k in keys):
-            raise InputError(f"roofline needs `model_config` with keys {list(keys)}")
+        flops, nbytes = _flops_bytes(self.model_config, self.bytes_per_element, df)
         for v, nm in ((self.peak_tflops, "peak_tflops"), (self.peak_tbps, "peak_tbps")):
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
                 raise InputError(f"roofline needs `{nm}` > 0, got {v!r}")
-        h, inter, L = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
-        hq = cfg["num_attention_heads"] * cfg["head_dim"]
-        hkv = cfg["num_key_value_heads"] * cfg["head_dim"]
-        V, e = cfg["vocab_size"], self.bytes_per_element
-        p_layer = h * (2 * hq + 2 * hkv) + 3 * h * inter
-        feats = check_step_columns(df, need_y=False)
-        f = _request_features(df)
-        B, S = feats["B"], feats["S"]
-        flops = L * (2.0 * S * p_layer + 4.0 * hq * f["attn"]) + 2.0 * B * h * V
-        nbytes = e * (L * p_layer + h * V) + e * L * 2.0 * hkv * (f["ctx_sum"] + S)
         return 1e3 * np.maximum(flops / (self.peak_tflops * 1e12), nbytes / (self.peak_tbps * 1e12))
 
     def _design(self, df, feats):
         return np.column_stack([np.ones(len(df)), self.roof_ms(df)])
+
+
+class TrainedRoofline(Baseline):
+    """A roofline whose two peaks are fitted: for hardware whose peaks are not known.
+
+    ``T = a + max(F / pi, M / beta)`` with ``a >= 0`` (ms), ``pi > 0`` and
+    ``beta > 0`` (the effective compute rate and bandwidth), ``F`` and ``M``
+    the FLOPs and bytes of :class:`Roofline` (the same counts, from the
+    model's shape); the roofline of Williams, Waterman and Patterson
+    (CACM 2009) with its two ceilings measured on the data instead of read
+    from a datasheet. Fitted by bounded
+    nonlinear least squares (:func:`scipy.optimize.least_squares`, 'trf') in
+    ``(a, 1/pi, 1/beta)`` with every value >= 0, on column-scaled ``F`` and
+    ``M`` and (``relative``) ``1/T``-weighted residuals. The maximum makes
+    the loss piecewise smooth, so three starts are tried and the lowest loss
+    kept: from the two single-roof fits (``T = a + F/pi`` and ``T = a + M/beta``,
+    each by non-negative least squares), both ceilings at their single-roof
+    values, and each single-roof fit with the other ceiling at half its
+    single-roof value. ``params_``: ``a`` (ms), ``inv_pi`` (ms/FLOP),
+    ``inv_beta`` (ms/byte); ``peak_tflops_`` and ``peak_tbps_`` the fitted
+    ceilings (TFLOP/s, TB/s; inf where a ceiling never binds). Needs the
+    per-request lists and ``model_config``; ``bytes_per_element`` as the
+    trace's dtype (4 for float32). Verified: recovers the peaks and overhead
+    of noise-free steps generated from known ones (tests).
+    """
+
+    name = "trained_roofline"
+    _param_names = ("a", "inv_pi", "inv_beta")
+
+    def __init__(self, model_config: dict | None = None, bytes_per_element: int = 2,
+                 relative: bool = False):
+        self.model_config = model_config
+        self.bytes_per_element = bytes_per_element
+        self.relative = relative
+
+    def _design(self, df, feats):
+        return np.column_stack(_flops_bytes(self.model_config, self.bytes_per_element, df))
+
+    def fit(self, df: pd.DataFrame) -> TrainedRoofline:
+        """Fit the overhead and the two ceilings (class docstring); return self."""
+        from scipy.optimize import least_squares
+
+        feats = self._train_features(df)
+        FM = self._design(df, feats)
+        T = feats["T"]
+        scale = _column_scale(FM)
+        X = FM / scale
+        w = _root_weights(T, self._weights(T))
+        one = np.ones_like(T)
+
+        def resid(p):
+            return w * (p[0] + np.maximum(p[1] * X[:, 0], p[2] * X[:, 1]) - T)
+
+        def jac(p):
+            comp = p[1] * X[:, 0] >= p[2] * X[:, 1]
+            return w[:, None] * np.column_stack([one, X[:, 0] * comp, X[:, 1] * ~comp])
+
+        (aF, uF), _ = _nnls(np.column_stack([one, X[:, 0]]), T, self._weights(T))
+        (aM, vM), _ = _nnls(np.column_stack([one, X[:, 1]]), T, self._weights(T))
+        starts = [(min(aF, aM), uF, vM), (aF, uF, 0.5 * vM), (aM, 0.5 * uF, vM)]
+        best = None
+        for x0 in starts:
+            x0 = np.maximum(np.asarray(x0, float), 0.0)
+            res = least_squares(resid, x0, jac=jac, bounds=(0.0, np.inf), method="trf",
+                                x_scale="jac")
+            if best is None or res.cost < best.cost:
+                best = res
+        self.coef_ = best.x / np.array([1.0, scale[0], scale[1]])
+        self.rank_ = int(np.linalg.matrix_rank(np.column_stack([one, X])))
+        self.peak_tflops_, self.peak_tbps_ = (float(np.inf) if c == 0 else float(1e-9 / c)
+                                              for c in self.coef_[1:])
+        self.n_train_ = len(df)
+        return self
+
+    def predict(self, df: pd.DataFrame) -> np.ndarray:
+        """Predicted step time (ms)."""
+        self._check_fitted()
+        feats = check_step_columns(df, need_y=False)
+        FM = self._design(df, feats)
+        return self.coef_[0] + np.maximum(self.coef_[1] * FM[:, 0], self.coef_[2] * FM[:, 1])
 
 
 #: name -> (class, default keyword arguments)
@@ -581,6 +675,7 @@ BASELINES: dict[str, tuple[type, dict]] = {
     "nnls_ctx": (NonNegLinearCtx, {}),
     "splitwise_interp": (SplitwiseInterp, {}),
     "roofline": (Roofline, {}),
+    "trained_roofline": (TrainedRoofline, {}),
 }
 
 
@@ -592,7 +687,7 @@ def get_baseline(name: str, **kwargs) -> Baseline:
     name : str
         One of ``BASELINES``: 'linear', 'poly2', 'poly3',
         'constant_throughput', 'distserve', 'random_forest', 'nnls_ctx',
-        'splitwise_interp', 'roofline'.
+        'splitwise_interp', 'roofline', 'trained_roofline'.
     **kwargs
         Passed to the class (e.g. ``relative=True``, ``random_state=1``),
         overriding the registry defaults.

@@ -154,7 +154,7 @@ class ModelCandidate:
 
 def _needs_context(name: str, kind: str) -> bool:
     if kind == "baseline":
-        return name in ("distserve", "nnls_ctx", "roofline")
+        return name in ("distserve", "nnls_ctx", "roofline", "trained_roofline")
     from perfmodel.core.model import get_model
 
     return bool(set(get_model(name).requires) & _CTX_FEATURES)

@@ -192,7 +192,8 @@ def test_relative_fit_weights_errors_by_one_over_T(trace):
 def test_registry_and_interface(trace):
     df = trace.assign(duration_ms=1 + 0.01 * trace.total_tokens)
     extra = {"random_forest": {"n_estimators": 10},
-             "roofline": {"model_config": ROOF_CFG, "peak_tflops": 1.0, "peak_tbps": 1.0}}
+             "roofline": {"model_config": ROOF_CFG, "peak_tflops": 1.0, "peak_tbps": 1.0},
+             "trained_roofline": {"model_config": ROOF_CFG}}
     for name in bl.BASELINES:
         m = bl.get_baseline(name, **extra.get(name, {}))
         assert m.name == name
@@ -293,3 +294,50 @@ def test_roofline_is_affine_in_the_roof_and_needs_its_description(trace):
     assert m.roof_ms(one)[0] == pytest.approx(1e3 * max(flops / 1e9, nbytes / 1e9))
     with pytest.raises(InputError, match="model_config"):
         bl.get_baseline("roofline").fit(trace.assign(duration_ms=1.0))
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_trained_roofline_recovers_known_peaks(trace, relative):
+    m0 = bl.TrainedRoofline(model_config=ROOF_CFG)
+    F, M = m0._design(trace, bl.check_step_columns(trace, need_y=False)).T
+    # ceilings with the ridge inside the data: some steps compute-bound, some memory-bound
+    pi = np.median(F / M) * 1e6   # FLOP/ms
+    beta = 1e6                    # byte/ms
+    T = 0.3 + np.maximum(F / pi, M / beta)
+    comp = F / pi > M / beta
+    assert 0.2 < comp.mean() < 0.8
+    m = bl.get_baseline("trained_roofline", model_config=ROOF_CFG, relative=relative)
+    m.fit(trace.assign(duration_ms=T))
+    assert_allclose(list(m.params_.values()), [0.3, 1 / pi, 1 / beta], rtol=1e-5)
+    assert m.peak_tflops_ == pytest.approx(pi * 1e3 / 1e12, rel=1e-5)
+    assert m.peak_tbps_ == pytest.approx(beta * 1e3 / 1e12, rel=1e-5)
+    assert_allclose(m.predict(trace.iloc[:9]), T[:9], rtol=1e-6)
+    # the same counts as the calibrated roofline: at its fitted peaks (efficiency 1) the two agree
+    rl = bl.get_baseline("roofline", model_config=ROOF_CFG, peak_tflops=m.peak_tflops_,
+                         peak_tbps=m.peak_tbps_)
+    assert_allclose(rl.roof_ms(trace) + m.params_["a"], m.predict(trace), rtol=1e-6)
+
+
+def test_trained_roofline_noisy_memory_bound_and_inputs(trace):
+    m0 = bl.TrainedRoofline(model_config=ROOF_CFG, bytes_per_element=4)
+    F, M = m0._design(trace, bl.check_step_columns(trace, need_y=False)).T
+    rng = np.random.default_rng(1)
+    # every step memory-bound (compute ceiling far away): the bandwidth is recovered within the
+    # noise; the compute ceiling binds on few steps (where it fits the noise)
+    beta = 2e5
+    T = (1.0 + M / beta) * np.exp(rng.normal(0, 0.01, len(trace)))
+    m = bl.TrainedRoofline(model_config=ROOF_CFG, bytes_per_element=4, relative=True)
+    m.fit(trace.assign(duration_ms=T))
+    assert m.params_["inv_beta"] == pytest.approx(1 / beta, rel=0.02)
+    assert np.mean(m.params_["inv_pi"] * F > m.params_["inv_beta"] * M) < 0.1
+    assert min(m.params_.values()) >= 0
+    with pytest.raises(InputError, match="model_config"):
+        bl.TrainedRoofline().fit(trace.assign(duration_ms=1.0))
+    with pytest.raises(InputError, match="bytes_per_element"):
+        bl.TrainedRoofline(model_config=ROOF_CFG, bytes_per_element=0).fit(
+            trace.assign(duration_ms=1.0))
+    with pytest.raises(InputError, match="context_lens"):
+        bl.TrainedRoofline(model_config=ROOF_CFG).fit(
+            trace.drop(columns="context_lens").assign(duration_ms=1.0))
+    with pytest.raises(NotFittedError):
+        bl.TrainedRoofline(model_config=ROOF_CFG).predict(trace)

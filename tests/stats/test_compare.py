@@ -400,3 +400,28 @@ def test_grouped_cv_on_a_time_ordered_trace_uses_contiguous_folds():
         t = np.sort(df["step"].to_numpy()[test])
         assert t[-1] - t[0] + 1 == t.size                 # one contiguous stretch
         assert train.size >= n - t.size - 2 * 24          # only the neighbours are purged
+
+
+def test_compare_routes_the_trained_roofline_and_recovers_roofline_steps():
+    """Steps generated from a known roofline (overhead + the slower of compute and memory): the
+    trained roofline, given the model's shape through ``baseline_kwargs``, predicts the held-out
+    configurations exactly and beats the other baselines; without per-request lists it is
+    skipped, like every context-aware candidate."""
+    from perfmodel.stats.baselines import TrainedRoofline
+
+    cfg = {"hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+           "vocab_size": 1000}
+    base = _steps(60, np.random.default_rng(3))
+    F, M = TrainedRoofline(model_config=cfg)._design(base, None).T
+    pi, beta = np.median(F / M) * 1e6, 1e6  # the ridge inside the data
+    df = base.assign(duration_ms=0.5 + np.maximum(F / pi, M / beta))
+    kw = {"trained_roofline": {"model_config": cfg}}
+    t = compare(df, models=[], baselines=["trained_roofline", "linear"], k=3, in_sample=False,
+                baseline_kwargs=kw, n_boot=50).set_index("name")
+    assert t.loc["trained_roofline", "status"] == "ok"
+    assert t.loc["trained_roofline", "MAPE"] < 1e-4 < t.loc["linear", "MAPE"]
+    t2 = compare(df.drop(columns=["chunk_sizes", "context_lens"]), models=[],
+                 baselines=["trained_roofline", "linear"], k=3, in_sample=False,
+                 baseline_kwargs=kw, n_boot=50).set_index("name")
+    assert t2.loc["trained_roofline", "status"].startswith("skipped: needs per-request")
