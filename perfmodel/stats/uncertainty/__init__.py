@@ -79,7 +79,7 @@ from perfmodel.stats.uncertainty.bootstrap import BootstrapResult, attach_bootst
 from perfmodel.stats.uncertainty.clustering import ClusterSummary, intraclass_correlation
 from perfmodel.stats.uncertainty.covariance import covariance_intervals, sandwich_cov
 from perfmodel.stats.uncertainty.profile import _profile_core as _profile_core  # used by tests
-from perfmodel.stats.uncertainty.profile import profile_intervals
+from perfmodel.stats.uncertainty.profile import profile_intervals, profile_rise
 from perfmodel.stats.uncertainty.resampling import (
     bca_interval,
     block_indices,
@@ -106,6 +106,7 @@ __all__ = [
     "percentile_interval",
     "prediction_band",
     "profile_intervals",
+    "profile_rise",
     "sandwich_cov",
     "studentized_interval",
 ]
