@@ -13,7 +13,9 @@ can be off.  This module gives
 * **profile-likelihood intervals** -- refit with one parameter pinned on a
   grid and find, with :func:`scipy.optimize.brentq`, where the residual sum of
   squares crosses an F (default) or chi-squared threshold
-  (:func:`profile_intervals`);
+  (:func:`profile_intervals`); or, where a parameter is bounded on one side
+  only, the rise of that objective on a fixed grid, every pinned refit started
+  from the estimate (:func:`profile_rise`);
 * **bootstrap intervals** -- resampling schemes ``'pairs'`` (cases),
   ``'residual'``, ``'wild'`` (heteroscedastic errors) and ``'block'``
   (stationary or circular, data-driven block length; time-ordered traces),
