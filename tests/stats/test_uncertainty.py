@@ -123,6 +123,38 @@ def test_profile_intervals_contain_estimate_and_agree_with_covariance(logfit):
     assert np.isnan(chi.loc["a_0", "lower"])  # not profiled
 
 
+def test_profile_rise_is_quadratic_near_the_estimate_and_crosses_at_the_profile_ends(logfit):
+    """Near a well-determined estimate the profile rise is ((c - theta)/se)^2 (the linear
+    approximation), and at the ends of the F-profile interval it equals the F quantile."""
+    fit, _ = logfit
+    th, se = fit.params["tau_0"], fit.stderrs["tau_0"]
+    r = U.profile_rise(fit, "tau_0", [th, th - 0.5 * se, th + 0.5 * se, th + 4 * se])
+    assert r["rise"].iloc[0] == pytest.approx(0.0, abs=1e-6)
+    assert r["rise"].iloc[1:3].to_numpy() == pytest.approx([0.25, 0.25], rel=0.15)
+    assert list(r["excluded"]) == [False, False, False, True]
+    assert r["threshold"].to_numpy() == pytest.approx(np.full(4, stats.f.ppf(0.95, 1, fit.dof)))
+    ends = U.profile_intervals(fit, params=["tau_0"]).loc["tau_0", ["lower", "upper"]]
+    at_ends = U.profile_rise(fit, "tau_0", ends.to_numpy(float))
+    assert at_ends["rise"].to_numpy() == pytest.approx(at_ends["threshold"].to_numpy(), rel=1e-3)
+
+
+def test_profile_rise_rejects_bad_input(logfit):
+    fit, df = logfit
+    with pytest.raises(InputError, match="param 'P_max'"):
+        U.profile_rise(fit, "P_max", [1.0])
+    with pytest.raises(InputError, match="values"):
+        U.profile_rise(fit, "tau_0", [])
+    with pytest.raises(InputError, match="values"):
+        U.profile_rise(fit, "tau_0", [np.nan])
+    with pytest.raises(InputError, match="bounds of k_B"):
+        U.profile_rise(fit, "k_B", [-1.0])
+    with pytest.raises(InputError, match="alpha"):
+        U.profile_rise(fit, "tau_0", [1.0], alpha=2.0)
+    hub = fit_model(df, relative="log", loss="huber", n_starts=1)
+    with pytest.raises(InputError, match="squared loss"):
+        U.profile_rise(hub, "tau_0", [1.0])
+
+
 def test_profile_rejects_robust_loss_and_unknown_params(logfit):
     fit, df = logfit
     with pytest.raises(InputError, match="params"):

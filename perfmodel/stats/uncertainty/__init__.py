@@ -13,7 +13,9 @@ can be off.  This module gives
 * **profile-likelihood intervals** -- refit with one parameter pinned on a
   grid and find, with :func:`scipy.optimize.brentq`, where the residual sum of
   squares crosses an F (default) or chi-squared threshold
-  (:func:`profile_intervals`);
+  (:func:`profile_intervals`); or, where a parameter is bounded on one side
+  only, the rise of that objective on a fixed grid, every pinned refit started
+  from the estimate (:func:`profile_rise`);
 * **bootstrap intervals** -- resampling schemes ``'pairs'`` (cases),
   ``'residual'``, ``'wild'`` (heteroscedastic errors) and ``'block'``
   (stationary or circular, data-driven block length; time-ordered traces),
@@ -79,7 +81,7 @@ from perfmodel.stats.uncertainty.bootstrap import BootstrapResult, attach_bootst
 from perfmodel.stats.uncertainty.clustering import ClusterSummary, intraclass_correlation
 from perfmodel.stats.uncertainty.covariance import covariance_intervals, sandwich_cov
 from perfmodel.stats.uncertainty.profile import _profile_core as _profile_core  # used by tests
-from perfmodel.stats.uncertainty.profile import profile_intervals
+from perfmodel.stats.uncertainty.profile import profile_intervals, profile_rise
 from perfmodel.stats.uncertainty.resampling import (
     bca_interval,
     block_indices,
@@ -106,6 +108,7 @@ __all__ = [
     "percentile_interval",
     "prediction_band",
     "profile_intervals",
+    "profile_rise",
     "sandwich_cov",
     "studentized_interval",
 ]

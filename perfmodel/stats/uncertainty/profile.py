@@ -42,6 +42,38 @@ def _objective(fit, feats, yy):
     return func, jac, fs, target, w, pscale, m.lower * pscale, m.upper * pscale
 
 
+def _at_estimate(fit, func, fs, target, w, pscale, lo, hi):
+    """The estimate in scaled units, its residual sum of squares and residual dof."""
+    theta = np.clip(np.asarray(fit.values, float) * pscale, lo, hi)
+    r0 = func(theta, fs) - target
+    sw = 1.0 if w is None else w
+    rss0 = float(np.sum(sw * r0**2))
+    dof = int(np.asarray(target).size) - int(np.sum(_free_mask(fit)))
+    return theta, rss0, dof
+
+
+def _pinned_rss(func, jac, fs, target, w, theta, lo, hi, j, c):
+    """RSS minimised over every parameter but ``j``, which is pinned at ``c`` (scaled units)."""
+    free = np.arange(theta.size) != j
+
+    def f(tf, x):
+        t = theta.copy()
+        t[free] = tf
+        t[j] = c
+        return func(t, x)
+
+    def jf(tf, x):
+        t = theta.copy()
+        t[free] = tf
+        t[j] = c
+        return jac(t, x)[:, free]
+
+    r = _fitmod.fit_curve(f, fs, target, theta[free].copy(), jac=jf,
+                          bounds=(lo[free], hi[free]), weights=w, xtol=1e-10, ftol=1e-10,
+                          gtol=1e-10, max_nfev=2000)
+    return r.rss
+
+
 def _profile_core(func, jac, xdata, target, w, theta, lo, hi, j, se, crit, side,
                   max_expand=40):
     """One side of one parameter's profile interval (scaled units).
@@ -176,12 +208,8 @@ def profile_intervals(fit, data=None, *, y=None, params=None, alpha: float = 0.0
     _raise(problems, "profile_intervals")
     feats, yy = _fit_data(fit, data, y, "profile_intervals")
     func, jac, fs, target, w, pscale, lo, hi = _objective(fit, feats, yy)
-    theta = np.clip(np.asarray(fit.values, float) * pscale, lo, hi)
-    r0 = func(theta, fs) - target
-    sw = 1.0 if w is None else w
-    rss0 = float(np.sum(sw * r0**2))
+    theta, rss0, dof = _at_estimate(fit, func, fs, target, w, pscale, lo, hi)
     n = yy.size
-    dof = n - int(np.sum(_free_mask(fit)))
     s2 = rss0 / dof
     if threshold == "F":
         q = stats.f.ppf(1 - alpha, 1, dof)
@@ -206,3 +234,69 @@ def profile_intervals(fit, data=None, *, y=None, params=None, alpha: float = 0.0
     df["n_fits"] = nf
     df["note"] = notes
     return df
+
+
+def profile_rise(fit, param: str, values, data=None, *, y=None,
+                 alpha: float = 0.05) -> pd.DataFrame:
+    """The profile of one parameter on a given grid: how far the fit's objective rises.
+
+    Problem: where a parameter is determined only on one side (a saturation
+    rate so large that ``1 - exp(-k_B B)`` is one for every measured ``B``),
+    the statement the data support is a bound: values below some level are
+    excluded, none above it.  :func:`profile_intervals` finds its crossings by
+    stepping out from the estimate and warm-starting each pinned refit from
+    the previous one; on such a flat direction the estimate itself moves with
+    the BLAS kernel, and so do that path and the local optimum each pinned
+    refit reaches.  Here every value of the grid is refitted (all other
+    parameters free within their bounds) from the same start, the estimate,
+    so that the result at a grid value does not depend on where else the
+    profile was evaluated.
+
+    The rise is ``(RSS(c) - RSS_hat) / s^2`` on the fit's scale, with
+    ``s^2 = RSS_hat / (n - p_free)`` as in :func:`profile_intervals`; a value
+    is excluded at level ``1 - alpha`` when the rise exceeds
+    ``F_{1, n-p}(1 - alpha)`` (Bates & Watts 1988, 6.1).  For a linear model
+    the rise is ``((c - theta_j)/se_j)^2`` exactly
+    (``tests/stats/test_uncertainty.py``).
+
+    Parameters
+    ----------
+    fit : FitResult (loss 'linear')
+    param : the parameter to pin (one of ``fit.param_names``)
+    values : finite values within the parameter's bounds, physical units
+    data, y : the fitted data (default: the rows the fit carries)
+    alpha : 1 - confidence level of the ``excluded`` column
+
+    Returns
+    -------
+    DataFrame with columns value, rise, threshold (the F quantile) and
+    excluded (rise > threshold), one row per value in the given order.
+    """
+    _check_fit(fit, "profile_rise")
+    problems = _alpha_problem(alpha)
+    if fit.options.get("loss", "linear") != "linear":
+        problems.append(f"profile_rise needs the squared loss; the fit used loss "
+                        f"{fit.options.get('loss')!r}")
+    names = list(fit.param_names)
+    if param not in names:
+        problems.append(f"param {param!r} is not a parameter of {fit.fitted_model_name!r} {names}")
+    vals = np.atleast_1d(np.asarray(values, dtype=float)) if np.ndim(values) <= 1 else None
+    if vals is None or vals.size == 0 or not np.all(np.isfinite(vals)):
+        problems.append("values must be a non-empty 1-d sequence of finite numbers")
+    elif param in names:
+        prm = fit.model.params[names.index(param)]
+        if np.any(vals < prm.lower) or np.any(vals > prm.upper):
+            problems.append(f"values must lie within the bounds of {param} "
+                            f"[{prm.lower:g}, {prm.upper:g}]")
+    _raise(problems, "profile_rise")
+    feats, yy = _fit_data(fit, data, y, "profile_rise")
+    func, jac, fs, target, w, pscale, lo, hi = _objective(fit, feats, yy)
+    theta, rss0, dof = _at_estimate(fit, func, fs, target, w, pscale, lo, hi)
+    j = names.index(param)
+    s2 = rss0 / dof
+    q = float(stats.f.ppf(1 - alpha, 1, dof))
+    with one_blas_thread():
+        rise = [(_pinned_rss(func, jac, fs, target, w, theta, lo, hi, j, c * pscale[j]) - rss0) / s2
+                for c in vals]
+    rise = np.asarray(rise, float)
+    return pd.DataFrame({"value": vals, "rise": rise, "threshold": q, "excluded": rise > q})
