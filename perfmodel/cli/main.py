@@ -223,6 +223,30 @@ def cmd_report(args):
     return 0
 
 
+def _predict_run_term(args, res) -> None:
+    """``predict --run-sd | --run-traces``: put a run-level term on the fit's stored within-run
+    calibration for this prediction (replacing a stored one; FIT.json is not changed)."""
+    if args.run_sd is None and not args.run_traces:
+        return
+    if args.interval is None:
+        raise InputError("--run-sd and --run-traces shape the interval: give --interval LEVEL")
+    if args.interval_method == "model":
+        raise InputError("--run-sd and --run-traces apply to the conformal interval, not to "
+                         "--interval-method model")
+    if not res.interval_calibration:
+        raise InputError(f"the fit in {args.fit} stores no interval calibration to add a "
+                         "run-level term to (fit it with --intervals conformal)")
+    if args.run_traces and any(Path(str(p)).resolve() == Path(args.trace).resolve()
+                               for p in args.run_traces):
+        raise InputError(f"--run-traces includes the predicted trace {args.trace!r}: the "
+                         "run-level spread must come from other runs")
+    from perfmodel.stats.run_term import run_term_record, with_run_term
+
+    sd, est = run_level_sd(args, res)
+    res.interval_calibration = with_run_term(res.interval_calibration,
+                                             run_term_record(sd, estimate=est))
+
+
 def cmd_predict(args):
     from perfmodel.data.trace import read_trace
 
@@ -230,6 +254,7 @@ def cmd_predict(args):
     out = check_output(args.output, args.force, inputs=inputs)
     res = _load_fit(args.fit)
     df = read_trace(args.trace, drop_invalid=args.drop_invalid, require_duration=False)
+    _predict_run_term(args, res)
     pred = res.predict(df)
     bad = ~np.isfinite(pred) | (pred <= 0)
     if bad.any():
@@ -375,6 +400,11 @@ def _add_fit_readers(sub) -> None:
     pr.add_argument("--interval-method", default="auto", choices=["auto", "conformal", "model"],
                     help="auto: the fit's stored conformal calibration if any, else the "
                          "model-based band (default auto)")
+    add_run_level_arguments(pr, sd_help=(
+        "sd (log scale) of a run-level term for this prediction, on the fit's stored "
+        "within-run calibration (replaces a stored term; FIT.json is not changed): the "
+        "interval then covers a step of a run all of whose steps are exp(u) times slower, "
+        "u ~ N(0, SD^2) (README.md, Prediction intervals)"))
     pr.set_defaults(func=cmd_predict)
 
     d = sub.add_parser("diagnose", help="residual tests of a fit on a trace")

@@ -88,3 +88,49 @@ def test_bad_run_term_input_exits_2_with_one_line(run, tmp_path, argv, message):
     rc, _, err = run(["fit", trace, "-o", out, "--starts", "1", *argv])
     assert rc == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert not out.exists()
+
+
+def test_predict_adds_a_run_term_to_a_fit_without_one(fits, run, tmp_path):
+    """``predict --run-sd`` on a fit stored without a term gives the intervals of a fit stored
+    with that term (FIT.json untouched); ``--run-traces`` estimates it from other runs."""
+    stored, iv_stored, _ = _predict(run, fits["sd"], tmp_path)
+    before = fits["none"].read_bytes()
+    out = tmp_path / "override.csv"
+    rc, stdout, err = run(["predict", fits["none"], CPU / "mixed-r3.csv", "-o", out,
+                           "--interval", "0.9", "--run-sd", "0.04", "--json"])
+    assert rc == 0, err
+    iv = json.loads(stdout)["interval"]
+    assert iv["run_term"] == iv_stored["run_term"] and "given by --run-sd" in err
+    pd.testing.assert_frame_equal(pd.read_csv(out), stored)
+    assert fits["none"].read_bytes() == before
+    out2 = tmp_path / "override2.csv"
+    rc, stdout, err = run(["predict", fits["none"], CPU / "mixed-r3.csv", "-o", out2,
+                           "--interval", "0.9", "--run-traces", *OTHERS, "--json"])
+    assert rc == 0, err
+    assert json.loads(stdout)["interval"]["run_term"]["n_runs"] == 2
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--run-sd", "0.04"], "give --interval"),
+    (["--interval", "0.9", "--interval-method", "model", "--run-sd", "0.04"], "conformal"),
+    (["--interval", "0.9", "--run-sd", "-0.1"], "run_sd"),
+    (["--interval", "0.9", "--run-traces", str(CPU / "mixed-r3.csv"), str(OTHERS[0])],
+     "predicted trace"),
+    (["--interval", "0.9", "--run-traces", str(TRACE), str(OTHERS[0])], "fit's own trace"),
+])
+def test_bad_predict_run_term_exits_2_with_one_line(fits, run, tmp_path, argv, message):
+    out = tmp_path / "bad.csv"
+    rc, _, err = run(["predict", fits["none"], CPU / "mixed-r3.csv", "-o", out, *argv])
+    assert rc == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
+
+
+def test_predict_run_term_needs_a_stored_calibration(run, tmp_path):
+    if not TRACE.exists():
+        pytest.skip(f"the vLLM-CPU traces of {CPU} are not in this checkout")
+    bare = tmp_path / "bare.json"
+    assert run(["fit", TRACE, "-o", bare, "--starts", "1", "--intervals", "none"])[0] == 0
+    out = tmp_path / "bad.csv"
+    rc, _, err = run(["predict", bare, CPU / "mixed-r3.csv", "-o", out, "--interval", "0.9",
+                      "--run-sd", "0.04"])
+    assert rc == 2 and "no interval calibration" in err and not out.exists()
