@@ -39,7 +39,8 @@ PROSE_NAMES = MappingProxyType({
     "random_forest": "random forest",
     "nnls_ctx": "non-negative linear (ablation)",
     "splitwise_interp": "Splitwise interpolation",
-    "roofline": "roofline",
+    "roofline": "roofline (datasheet peaks)",
+    "trained_roofline": "trained roofline",
 })
 
 
