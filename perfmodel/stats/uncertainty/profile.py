@@ -52,8 +52,9 @@ def _at_estimate(fit, func, fs, target, w, pscale, lo, hi):
     return theta, rss0, dof
 
 
-def _pinned_rss(func, jac, fs, target, w, theta, lo, hi, j, c):
-    """RSS minimised over every parameter but ``j``, which is pinned at ``c`` (scaled units)."""
+def _pinned_fit(func, jac, fs, target, w, theta, lo, hi, j, c, start):
+    """Least squares over every parameter but ``j``, pinned at ``c`` (scaled units), started
+    from ``start`` (the free parameters); the fit_curve result."""
     free = np.arange(theta.size) != j
 
     def f(tf, x):
@@ -68,10 +69,15 @@ def _pinned_rss(func, jac, fs, target, w, theta, lo, hi, j, c):
         t[j] = c
         return jac(t, x)[:, free]
 
-    r = _fitmod.fit_curve(f, fs, target, theta[free].copy(), jac=jf,
-                          bounds=(lo[free], hi[free]), weights=w, xtol=1e-10, ftol=1e-10,
-                          gtol=1e-10, max_nfev=2000)
-    return r.rss
+    return _fitmod.fit_curve(f, fs, target, start, jac=jf, bounds=(lo[free], hi[free]),
+                             weights=w, xtol=1e-10, ftol=1e-10, gtol=1e-10, max_nfev=2000)
+
+
+def _pinned_rss(func, jac, fs, target, w, theta, lo, hi, j, c):
+    """RSS minimised over every parameter but ``j``, which is pinned at ``c`` (scaled units),
+    every refit started from the estimate ``theta``."""
+    free = np.arange(theta.size) != j
+    return _pinned_fit(func, jac, fs, target, w, theta, lo, hi, j, c, theta[free].copy()).rss
 
 
 def _profile_core(func, jac, xdata, target, w, theta, lo, hi, j, se, crit, side,
@@ -87,23 +93,9 @@ def _profile_core(func, jac, xdata, target, w, theta, lo, hi, j, se, crit, side,
     count = [0]
 
     def rss_at(c):
-        near = min(cache, key=lambda k: abs(k - c))
-
-        def f(tf, x):
-            t = theta.copy()
-            t[free] = tf
-            t[j] = c
-            return func(t, x)
-
-        def jf(tf, x):
-            t = theta.copy()
-            t[free] = tf
-            t[j] = c
-            return jac(t, x)[:, free]
-
+        near = min(cache, key=lambda k: abs(k - c))  # warm start from the nearest refit
         count[0] += 1
-        r = _fitmod.fit_curve(f, xdata, target, cache[near], jac=jf, bounds=(lo[free], hi[free]),
-                              weights=w, xtol=1e-10, ftol=1e-10, gtol=1e-10, max_nfev=2000)
+        r = _pinned_fit(func, jac, xdata, target, w, theta, lo, hi, j, c, cache[near])
         cache[float(c)] = r.params.copy()
         return r.rss
 
