@@ -53,10 +53,10 @@ from perfmodel.decisions.simulate import simulate_closed_loop, simulate_open_loo
 from perfmodel.decisions.simulate.results import latency_stats
 from perfmodel.errors import InputError
 from perfmodel.stats.run_level import run_level_spread
-from perfmodel.stats.uncertainty import percentile_interval
+from perfmodel.stats.uncertainty import percentile_interval, share_below
 
-__all__ = ["INTERVAL_METRICS", "own_speed_errors", "replay_interval", "series_intervals",
-           "series_run_spread"]
+__all__ = ["INTERVAL_METRICS", "interval_placement", "own_speed_errors", "replay_interval",
+           "series_intervals", "series_run_spread"]
 
 #: what :func:`series_intervals` checks per run (request metrics at p50, and the attainment)
 INTERVAL_METRICS: tuple[str, ...] = ("ttft_ms_p50", "tpot_ms_p50", "latency_ms_p50",
@@ -92,9 +92,12 @@ def replay_interval(fit, work: pd.DataFrame, engine, slo: SLO | None = None, *,
     -------
     dict: ``level``, ``replications``, ``run_sd``, per metric of
     :data:`perfmodel.decisions.real_client.METRICS` and statistic (``mean``,
-    ``p50``, ``p90``, ``p95``, ``p99``) ``{"lower", "upper", "measured"}``
-    (measured None without the measured columns), and with ``slo``
-    ``attainment`` in the same form.
+    ``p50``, ``p90``, ``p95``, ``p99``) ``{"lower", "upper", "measured", "pit"}``
+    (measured and pit None without the measured columns; ``pit`` is the share
+    of the replays below the measured value, ties half,
+    :func:`perfmodel.stats.uncertainty.share_below`: uniform over many
+    calibrated checks, so it shows where in its interval a value falls), and
+    with ``slo`` ``attainment`` in the same form.
     """
     R = check_int_range("replications", replications, 2, integral_float=True)
     level = check_probability("level", level)
@@ -143,6 +146,8 @@ def replay_interval(fit, work: pd.DataFrame, engine, slo: SLO | None = None, *,
         else:
             iv["measured"] = meas.get(m, {}).get(q)
             out.setdefault(m, {})[q] = iv
+        iv["pit"] = (share_below(a, iv["measured"])
+                     if a.size and iv["measured"] is not None else None)
     return out
 
 
@@ -202,7 +207,8 @@ def series_intervals(series, train: str, *, train_series=None, run_sd: float = 0
     seed ``seed + RUN_SEED_STRIDE * i`` for the i-th run in name order), so the
     runs are independent checks.  Returns one row per run: ``run``,
     ``held_out``, and per key of :data:`INTERVAL_METRICS` ``<key> measured``,
-    ``<key> lower``, ``<key> upper`` and ``<key> inside`` (bool).
+    ``<key> lower``, ``<key> upper``, ``<key> inside`` (bool) and ``<key> pit``
+    (the measured value's share of replays below it, :func:`replay_interval`).
     """
     root, same, slo, fit, overhead, delays = _fitted(series, train, train_series, slo)
     rows = []
@@ -216,10 +222,59 @@ def series_intervals(series, train: str, *, train_series=None, run_sd: float = 0
             v = iv[k] if k == "attainment" else iv[k[:-4]][k[-3:]]
             m, lo, hi = v["measured"], v["lower"], v["upper"]
             row.update({f"{k} measured": m, f"{k} lower": lo, f"{k} upper": hi,
-                        f"{k} inside": None not in (m, lo, hi) and lo <= m <= hi})
+                        f"{k} inside": None not in (m, lo, hi) and lo <= m <= hi,
+                        f"{k} pit": v["pit"]})
         rows.append(row)
     if not rows:
         raise InputError(f"series {str(root)!r} has no run folder (with a bench.json)")
+    return pd.DataFrame(rows)
+
+
+def interval_placement(intervals: pd.DataFrame, keys=INTERVAL_METRICS) -> pd.DataFrame:
+    """Where the measured values of a series fall in their intervals, not only how often inside.
+
+    An interval can cover often because it is wide while its centre is off:
+    every measured value then sits in one half of it.  Per key of ``keys``
+    (columns ``<key> measured / lower / upper / inside / pit`` of
+    :func:`series_intervals`) this counts the runs inside, below and above
+    the interval, and in the lower half of the replays (``pit`` < 1/2), with
+    the two-sided binomial p-value of that count against 1/2 (the runs'
+    draws are independent, so under calibration the count is
+    Binomial(n, 1/2); :func:`scipy.stats.binomtest`), the median ``pit`` and
+    the median width of the intervals (``upper - lower``; relative to the
+    interval's midpoint for the time metrics, in shares for the attainment).
+
+    Returns one row per key: ``statistic``, ``n``, ``inside``, ``below``,
+    ``above``, ``lower_half``, ``half_p``, ``median_pit``, ``median_width``,
+    ``relative_width`` (bool: the width is relative).  Runs without a
+    measured value or interval for a key are left out of that key's row.
+    """
+    from scipy.stats import binomtest
+
+    if not isinstance(intervals, pd.DataFrame):
+        raise InputError(f"intervals must be the DataFrame of series_intervals, got "
+                         f"{type(intervals).__name__}")
+    keys = [keys] if isinstance(keys, str) else list(keys)
+    rows = []
+    for k in keys:
+        cols = [f"{k} {c}" for c in ("measured", "lower", "upper", "pit")]
+        missing = [c for c in cols if c not in intervals.columns]
+        if missing:
+            raise InputError(f"intervals lacks columns {missing} (series_intervals' output)")
+        d = intervals[cols].astype(float).dropna()
+        if d.empty:
+            raise InputError(f"intervals has no run with a measured value and interval for {k!r}")
+        m, lo, hi, pit = (d[c].to_numpy() for c in cols)
+        width = hi - lo
+        relative = k != "attainment"
+        if relative:
+            width = width / ((hi + lo) / 2.0)
+        n_half = int((pit < 0.5).sum())
+        rows.append({"statistic": k, "n": len(d), "inside": int(((lo <= m) & (m <= hi)).sum()),
+                     "below": int((m < lo).sum()), "above": int((m > hi).sum()),
+                     "lower_half": n_half, "half_p": float(binomtest(n_half, len(d), 0.5).pvalue),
+                     "median_pit": float(np.median(pit)), "median_width": float(np.median(width)),
+                     "relative_width": relative})
     return pd.DataFrame(rows)
 
 

@@ -109,3 +109,42 @@ def test_series_run_spread_over_several_series():
         ri.series_run_spread(SERIES, "repeat-1", extra_series=str(REPLICATES))
     with pytest.raises(InputError, match="not a folder"):
         ri.series_run_spread(SERIES, "repeat-1", extra_series=["/nonexistent/series"])
+
+
+def _placed(measured, lower=10.0, upper=20.0):
+    """A series_intervals-like frame for one statistic with the given measured values."""
+    m = np.asarray(measured, float)
+    return pd.DataFrame({"tpot_ms_p50 measured": m, "tpot_ms_p50 lower": lower,
+                         "tpot_ms_p50 upper": upper,
+                         "tpot_ms_p50 pit": np.clip((m - lower) / (upper - lower), 0, 1)})
+
+
+def test_interval_placement_counts_sides_and_halves():
+    # 13 runs, all inside but every one in the lower half: a pass by width that the
+    # two-sided count and the halves expose
+    low = _placed(np.linspace(10.5, 14.5, 13))
+    r = ri.interval_placement(low, ["tpot_ms_p50"]).iloc[0]
+    assert (r["n"], r["inside"], r["below"], r["above"], r["lower_half"]) == (13, 13, 0, 0, 13)
+    assert r["half_p"] == pytest.approx(2 * 0.5**13)
+    assert r["median_width"] == pytest.approx(10 / 15) and r["relative_width"]
+    # spread evenly over the interval and beyond it on both sides: halves balanced
+    even = _placed([5, 12, 13, 14, 16, 17, 18, 25, 15])
+    r = ri.interval_placement(even, "tpot_ms_p50").iloc[0]
+    assert (r["inside"], r["below"], r["above"], r["lower_half"]) == (7, 1, 1, 4)
+    assert r["half_p"] == 1.0 and r["median_pit"] == 0.5
+    with pytest.raises(InputError, match="lacks columns"):
+        ri.interval_placement(even, ["ttft_ms_p50"])
+    with pytest.raises(InputError, match="DataFrame"):
+        ri.interval_placement({"a": 1})
+
+
+def test_replay_interval_gives_the_measured_values_share_of_replays():
+    fit = _fit(0.05)
+    work = _work()
+    iv = ri.replay_interval(fit, work, EngineConfig(max_num_seqs=8), replications=20, seed=3)
+    for q in ("p50", "p99"):
+        v = iv["tpot_ms"][q]
+        assert 0.0 <= v["pit"] <= 1.0
+        # below the interval's lower end: under its share (level 0.9 -> 0.05) of replays
+        inside = v["lower"] <= v["measured"] <= v["upper"]
+        assert inside or (v["pit"] < 0.06 if v["measured"] < v["lower"] else v["pit"] > 0.94)

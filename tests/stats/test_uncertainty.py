@@ -598,3 +598,13 @@ def test_bootstrap_refuses_an_unknown_backend(logfit):
     fit, _ = logfit
     with pytest.raises(InputError, match="backend must be one of"):
         U.bootstrap(fit, n_boot=4, backend="spark")
+
+
+def test_share_below_counts_ties_half():
+    s = np.array([1.0, 2.0, 2.0, 3.0])
+    assert U.share_below(s, 2.0) == pytest.approx((1 + 3) / 8)
+    assert U.share_below(s, 0.0) == 0.0 and U.share_below(s, 9.0) == 1.0
+    two = U.share_below(np.c_[s, s + 1], [2.0, np.nan])
+    assert two[0] == pytest.approx(0.5) and np.isnan(two[1])
+    with pytest.raises(InputError, match="share_below"):
+        U.share_below(np.empty(0), 1.0)

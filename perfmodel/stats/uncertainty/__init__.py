@@ -87,6 +87,7 @@ from perfmodel.stats.uncertainty.resampling import (
     block_indices,
     optimal_block_length,
     percentile_interval,
+    share_below,
     studentized_interval,
 )
 
@@ -110,5 +111,6 @@ __all__ = [
     "profile_intervals",
     "profile_rise",
     "sandwich_cov",
+    "share_below",
     "studentized_interval",
 ]
