@@ -57,8 +57,10 @@ $(NB_BUILD)/01_data_overview.ipynb: $(wildcard data/vllm-cpu/* data/gpu/*)
 $(NB_BUILD)/10_gpu_datasets.ipynb: $(wildcard data/gpu/*)
 $(NB_BUILD)/14_confirmation.ipynb: $(wildcard data/vllm-cpu-confirmation/*/*)
 $(NB_BUILD)/15_gpu_confirmation.ipynb: $(wildcard data/gpu-confirmation/*/*)
-# 20_step_peers: the H200 trace, the GPU confirmation traces and the vLLM-CPU mixed runs
-$(NB_BUILD)/20_step_peers.ipynb: $(wildcard data/gpu/* data/gpu-confirmation/*/* data/vllm-cpu/*/*)
+# 20_step_peers: the H200 trace, the GPU confirmation traces, the vLLM-CPU mixed runs and the
+# peers' stated accuracies (data/literature/peer_claims.csv)
+$(NB_BUILD)/20_step_peers.ipynb: $(wildcard data/gpu/* data/gpu-confirmation/*/* data/vllm-cpu/*/* \
+  data/literature/*)
 $(NB_BUILD)/03_residual_diagnostics.ipynb $(NB_BUILD)/06_cross_validation.ipynb \
   $(NB_BUILD)/09_capacity_simulation.ipynb $(NB_BUILD)/11_vllm_cpu_comparison.ipynb: \
   $(wildcard data/vllm-cpu/*/*)
