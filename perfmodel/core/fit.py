@@ -147,11 +147,8 @@ def fit_curve(func: Callable, xdata, ydata, p0, *, jac: Callable | None = None,
     J = res.jac if (jac is None or loss == "linear") else sw[:, None] * jac(res.x, xdata)
     yfit = func(res.x, xdata)
     span = np.where(np.isfinite(hi - lo), hi - lo, np.abs(res.x) + 1.0)
-    # at a bound: within 1e-8 of the parameter's range from it, wherever the solver stopped
-    # (scipy's active_mask uses an absolute 1e-8 * max(1, |bound|), so an estimate 4e-8 above a
-    # bound of 1e-6 in a range of 1e5 counted as free, and its normal draws, clipped at the
-    # bound, left the ridge the data determine: see perfmodel.decisions.capacity.parameter_draws)
     at_bound = (np.abs(res.x - lo) <= 1e-8 * span) | (np.abs(hi - res.x) <= 1e-8 * span)
+    at_bound &= res.active_mask != 0 if res.active_mask is not None else at_bound
     dof = n - int(np.sum(~at_bound))
     cov, unident = covariance(J, rss, dof, free=~at_bound, theta=res.x)
     stderr = np.sqrt(np.diag(cov))
