@@ -56,6 +56,22 @@ def _as_bounds(bounds, p):
     return lo, hi
 
 
+def near_bound(theta, lower, upper) -> np.ndarray:
+    """Which parameters lie within 1e-8 of their range from a bound (bool per parameter).
+
+    The range is ``upper - lower`` (``|theta| + 1`` where a bound is
+    infinite).  :func:`fit_curve` counts a parameter at its bound when it is
+    near it here and scipy's solver reports the bound active; a draw from the
+    fit's normal approximation holds every near one
+    (:func:`perfmodel.decisions.capacity.parameter_draws`).
+    """
+    x = np.asarray(theta, float)
+    lo = np.broadcast_to(np.asarray(lower, float), x.shape)
+    hi = np.broadcast_to(np.asarray(upper, float), x.shape)
+    span = np.where(np.isfinite(hi - lo), hi - lo, np.abs(x) + 1.0)
+    return (np.abs(x - lo) <= 1e-8 * span) | (np.abs(hi - x) <= 1e-8 * span)
+
+
 def fit_curve(func: Callable, xdata, ydata, p0, *, jac: Callable | None = None,
               bounds=(-np.inf, np.inf), loss: str = "linear", f_scale: float = 1.0,
               weights=None, x_scale="jac", xtol: float = 1e-15, ftol: float = 1e-15,
@@ -146,8 +162,7 @@ def fit_curve(func: Callable, xdata, ydata, p0, *, jac: Callable | None = None,
     # rescaled by rho', so the plain one is recomputed only then
     J = res.jac if (jac is None or loss == "linear") else sw[:, None] * jac(res.x, xdata)
     yfit = func(res.x, xdata)
-    span = np.where(np.isfinite(hi - lo), hi - lo, np.abs(res.x) + 1.0)
-    at_bound = (np.abs(res.x - lo) <= 1e-8 * span) | (np.abs(hi - res.x) <= 1e-8 * span)
+    at_bound = near_bound(res.x, lo, hi)
     at_bound &= res.active_mask != 0 if res.active_mask is not None else at_bound
     dof = n - int(np.sum(~at_bound))
     cov, unident = covariance(J, rss, dof, free=~at_bound, theta=res.x)

@@ -26,16 +26,22 @@ Method
 3. *Interval*: ``replications`` searches, each with its own step model and
    randomness: parameters drawn from bootstrap samples of the fit
    (``boot_samples``) or, without them, from the normal approximation
-   ``N(theta_hat, C)`` of the fit covariance (unidentified parameters held at
-   their estimates, as in :class:`perfmodel.stats.predictive.PredictiveDistribution`;
+   ``N(theta_hat, C)`` of the fit covariance (unidentified parameters, and
+   parameters within 1e-8 of their range from a bound, held at their
+   estimates: the others drawn from their conditional normal, as in :class:`perfmodel.stats.predictive.PredictiveDistribution`;
    draws clipped to the model's bounds); step noise ``inverse(mu, e)`` on
    the fit's scale with ``e ~ N(0, rss/dof)`` (the step part of the same
    predictive distribution; :mod:`perfmodel.core.scale`); with ``run_sd`` > 0
    a run-level factor ``exp(u)``, ``u ~ N(0, run_sd^2)``, on every step of the
    replication (the host's speed from run to run,
    :mod:`perfmodel.stats.run_level`: step noise alone averages away over a run
-   and gives too narrow an interval); and a new arrival schedule.  The interval is the pair of empirical ``(1 -+ level)/2``
-   quantiles of these answers.  The replications are independent (each seeded
+   and gives too narrow an interval); a new arrival schedule; and, with
+   ``resample_requests``, a new request sample: ``n`` (prompt, output) pairs
+   drawn with replacement from the workload's (:meth:`Workload.resample`),
+   for a workload that is itself a sample of the traffic (a benchmark's
+   prompts, a day's log) rather than the exact requests to be served.  The
+   interval is the pair of empirical ``(1 -+ level)/2`` quantiles of these
+   answers; their median is reported beside the point answer.  The replications are independent (each seeded
    by its index) and run through :func:`perfmodel._parallel.map_tasks`
    (``backend``: local processes or a Dask cluster; identical answers on
    every backend).  The point answer uses the fitted parameters
@@ -66,6 +72,7 @@ import numpy as np
 
 from perfmodel._checks import check_choice, check_int_range, check_positive, check_probability
 from perfmodel._parallel import check_backend, map_tasks
+from perfmodel.core.fit import near_bound
 from perfmodel.core.scale import scale_of
 from perfmodel.decisions.requests_workload import SLO, Workload
 from perfmodel.decisions.simulate import EngineConfig, simulate_closed_loop, simulate_open_loop
@@ -137,10 +144,24 @@ def parameter_draws(fit, n: int, seed: int = 0, boot_samples=None) -> tuple[np.n
         return S[rng.integers(0, len(S), n)], f"bootstrap samples of the fit ({len(S)} rows)"
     C = _delta_cov(fit)
     theta = np.asarray(fit.values, float)
-    draws = rng.multivariate_normal(theta, C, size=n, method="eigh", check_valid="ignore")
     lo, hi = fit.model.lower, fit.model.upper
+    # a parameter estimated at (within 1e-8 of its range from) a bound is held at its estimate,
+    # also where the solver stopped a hair inside it and the fit counts it free: its standard
+    # error can then dwarf its distance from the bound (38 ms for tau_0 = 1e-6 + 4e-8 ms on a
+    # vLLM-CPU step log), its draws would be clipped in about half of the replications, and
+    # the clip breaks its correlation with the others (TPOT intervals up to 10^7 ms)
+    # held = conditioned on its estimate: the normal approximation's conditional covariance of
+    # the others (the Schur complement; what the fit's covariance is when it counts the
+    # parameter at its bound), not their marginal one
+    near = near_bound(theta, lo, hi) & (np.diag(C) > 0)
+    if near.any():
+        C = C - C[:, near] @ np.linalg.pinv(C[np.ix_(near, near)]) @ C[near, :]
+        C[near, :] = 0.0
+        C[:, near] = 0.0
+    draws = rng.multivariate_normal(theta, C, size=n, method="eigh", check_valid="ignore")
     return (np.clip(draws, lo, hi),
-            "normal approximation N(theta_hat, covariance) of the fit, clipped to the bounds")
+            ("normal approximation N(theta_hat, covariance) of the fit, parameters at a bound "
+             "held, clipped to the bounds"))
 
 
 # ---------------------------------------------------------------------------
@@ -279,13 +300,17 @@ def _replication(task, *, fit, noise, seed, search):
     """One replication of the interval: ``task = (r, theta_r, factor_r)`` -> (answer, evaluations).
 
     Everything random in it is seeded by ``r`` (its step noise by ``seed + 1000 + r``,
-    its arrivals by ``seed + 2000 + r``; its parameters and run factor are drawn
-    before), so the answers do not depend on where or in which order the
-    replications run (:func:`perfmodel._parallel.map_tasks`).
+    its arrivals by ``seed + 2000 + r``, its request sample, when resampled, by
+    ``seed + 4000 + r``; its parameters and run factor are drawn before), so the
+    answers do not depend on where or in which order the replications run
+    (:func:`perfmodel._parallel.map_tasks`).
     """
     r, theta, factor = task
     m = StepModelDraw(fit, theta, noise=noise, seed=seed + 1000 + r, factor=factor)
-    a, _, k = _one_search(m, search["workload"], search["slo"], search["mode"],
+    work = search["workload"]
+    if search.get("resample_requests"):
+        work = work.resample(work.n, seed + 4000 + r)
+    a, _, k = _one_search(m, work, search["slo"], search["mode"],
                           search["engine"], search["max_load"], search["rel_tol"],
                           seed + 2000 + r, start=search["start"])
     return a, k
@@ -318,7 +343,7 @@ def capacity(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
              boot_samples=None, noise: bool = True, rel_tol: float = 0.02,
              max_load: float | None = None, seed: int = 0, backend: str = "loky",
              n_jobs: int = 1, scheduler: str | None = None,
-             run_sd: float = 0.0) -> dict[str, Any]:
+             run_sd: float = 0.0, resample_requests: bool = False) -> dict[str, Any]:
     """Highest request rate / concurrency whose simulated SLO attainment meets the target.
 
     Parameters
@@ -345,18 +370,26 @@ def capacity(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
         did not see with :func:`perfmodel.stats.run_level.run_level_spread`).
         0 (default): no run-level term, the interval is then for a run as fast
         as the fitted one
+    resample_requests : each replication serves ``workload.n`` requests drawn
+        with replacement from the workload's (module docstring, step 3): the
+        interval then carries the sampling of the requests too (False: every
+        replication serves exactly the workload's requests)
 
     Returns
     -------
     dict with ``mode``, ``max_rate`` or ``max_concurrency``, ``feasible``,
     ``capped``, ``interval``, ``slo``, ``attainment_curve`` (one dict per load,
     :func:`evaluate_load`), ``assumptions`` (model, workload, engine, arrivals,
-    step noise) and ``search``.
+    step noise) and ``search``.  ``interval`` (None without replications) holds
+    ``level``, ``lower``, ``upper``, ``median`` (of the replications' answers),
+    ``replications``, ``values`` and ``sources``.
     """
     mode, engine, level, R, rel_tol, max_load = _check_common(
         workload, slo, mode, engine, level, replications, rel_tol, max_load)
     seed = check_int_range("seed", seed, 0, integral_float=True)
     run_sd = check_positive("run_sd", run_sd, allow_zero=True)
+    if not isinstance(resample_requests, (bool, np.bool_)):
+        raise InputError(f"resample_requests must be True or False, got {resample_requests!r}")
     check_backend(backend, scheduler)
     is_fit = hasattr(fit, "rss") and hasattr(fit, "values")
     if (R > 0 or noise) and not is_fit:
@@ -371,7 +404,8 @@ def capacity(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
         thetas, source = parameter_draws(fit, R, seed + 1, boot_samples)
         search = {"workload": workload, "slo": slo, "mode": mode, "engine": engine,
                   "max_load": max_load, "rel_tol": rel_tol,
-                  "start": answer if answer > 0 else 1.0}
+                  "start": answer if answer > 0 else 1.0,
+                  "resample_requests": bool(resample_requests)}
         factors = run_factors(R, run_sd, seed + 3000)
         task = partial(_replication, fit=fit, noise=noise, seed=seed, search=search)
         out = map_tasks(task, [(r, thetas[r], factors[r]) for r in range(R)], backend=backend, n_jobs=n_jobs,
@@ -380,13 +414,14 @@ def capacity(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
         n_eval += sum(k for _, k in out)
         lower, upper = percentile_interval(vals, 1 - level)
         interval = {"level": level, "lower": float(lower), "upper": float(upper),
-                    "replications": R,
+                    "median": float(np.median(vals)), "replications": R,
                     "values": [float(v) for v in vals],
                     "sources": {"parameters": source,
                                 "step_noise": _noise_text(point_model) if noise else "off",
                                 "arrivals": "a new Poisson schedule per replication"
                                 if mode == "rate" else "closed loop (none)",
-                                "run_level": run_level_text(run_sd)}}
+                                "run_level": run_level_text(run_sd),
+                                "requests": _requests_text(workload, resample_requests)}}
     curve = _curve(point_model, workload, slo, mode, engine, answer, max_load, seed)
     key = "max_rate" if mode == "rate" else "max_concurrency"
     return {
@@ -405,6 +440,14 @@ def run_level_text(run_sd: float) -> str:
         return ("none: every replication runs at the fitted run's speed (the interval leaves "
                 "out the run-to-run change of the host's speed)")
     return (f"one factor exp(u) per replication on every step, u ~ N(0, {run_sd:.3g}^2)")
+
+
+def _requests_text(workload: Workload, resample: bool) -> str:
+    """What the interval's replications serve, for its ``sources``."""
+    if resample:
+        return (f"{workload.n} requests drawn with replacement from the workload's {workload.n} "
+                "per replication (the request sample's own uncertainty)")
+    return f"the workload's {workload.n} requests in every replication (not resampled)"
 
 
 def _noise_text(model) -> str:

@@ -227,3 +227,67 @@ def test_step_model_draw_factor(fit):
     assert np.allclose(StepModelDraw(fit, noise=False, factor=1.25).predict(f), 1.25 * a)
     with pytest.raises(InputError, match="factor"):
         StepModelDraw(fit, factor=0.0)
+
+
+def test_resampled_requests_are_new_draws_per_replication_and_are_stated(fit, monkeypatch):
+    """With resample_requests each replication serves its own draw, with replacement, of the
+    workload's (prompt, output) pairs (seeded by its index: the same draws on a rerun); without
+    it every replication serves the workload itself; the point answer always serves the
+    workload; the output says which, and gives the median of the answers."""
+    import perfmodel.decisions.capacity as cap
+
+    n = 40
+    w = Workload(np.r_[np.full(n // 2, 32), np.full(n // 2, 256)],
+                 np.r_[np.full(n // 2, 8), np.full(n // 2, 64)])
+    served = []
+    real = cap._one_search
+
+    def spy(model, workload, *args, **kwargs):
+        served.append(np.c_[workload.prompt_tokens, workload.output_tokens])
+        return real(model, workload, *args, **kwargs)
+
+    monkeypatch.setattr(cap, "_one_search", spy)
+    slo = SLO.parse("ttft_p95=300,tpot_p95=40")
+    kw = {"engine": EngineConfig(max_num_seqs=16, max_num_batched_tokens=256),
+          "replications": 6, "rel_tol": 0.05, "noise": False}
+    pairs = {(32, 8), (256, 64)}
+    d0 = capacity(fit, w, slo, **kw)
+    base = np.c_[w.prompt_tokens, w.output_tokens]
+    assert len(served) == 7 and all(np.array_equal(x, base) for x in served)
+    served.clear()
+    d1 = capacity(fit, w, slo, resample_requests=True, **kw)
+    assert np.array_equal(served[0], base)                  # the point answer
+    draws = served[1:]
+    assert len(draws) == 6 and all(len(x) == n and set(map(tuple, x)) <= pairs for x in draws)
+    longs = [int((x[:, 0] == 256).sum()) for x in draws]
+    assert len(set(longs)) > 1                              # a different mix per replication
+    assert d1["max_rate"] == d0["max_rate"]
+    assert d1["interval"]["median"] == pytest.approx(np.median(d1["interval"]["values"]))
+    assert "not resampled" in d0["interval"]["sources"]["requests"]
+    assert "with replacement" in d1["interval"]["sources"]["requests"]
+    assert capacity(fit, w, slo, resample_requests=True, **kw)["interval"] == d1["interval"]
+    with pytest.raises(InputError, match="resample_requests"):
+        capacity(fit, w, slo, resample_requests="yes", **kw)
+
+
+def test_parameter_draws_hold_a_parameter_that_stopped_just_above_its_bound():
+    """A solve that stopped 4e-8 above a bound of 1e-6 (range 1e5) leaves the parameter free
+    in the fit's covariance with a standard error far beyond its distance from the bound (a
+    real vLLM-CPU fit did so on one host): its normal draws would be clipped in half the
+    replications. It is held at its estimate and the other parameter is drawn from its
+    conditional normal, sd 0.13 * sqrt(1 - 0.99^2), not from its marginal sd 0.13."""
+    from types import SimpleNamespace
+
+    sd, r = np.array([38.0, 0.13]), -0.99
+    cov = np.array([[sd[0] ** 2, r * sd[0] * sd[1]], [r * sd[0] * sd[1], sd[1] ** 2]])
+    fake = SimpleNamespace(values=np.array([1e-6 + 4e-8, 1.0]), cov=cov,
+                           param_names=["tau_0", "a_1"], unidentified=[],
+                           model=SimpleNamespace(lower=np.array([1e-6, 0.0]),
+                                                 upper=np.array([1e5, 10.0])))
+    th, src = parameter_draws(fake, 4000, seed=1)
+    assert np.all(th[:, 0] == fake.values[0]) and "at a bound held" in src
+    assert np.std(th[:, 1]) == pytest.approx(0.13 * np.sqrt(1 - r**2), rel=0.05)
+    # away from the bound the same covariance is drawn as it is
+    far = SimpleNamespace(**{**vars(fake), "values": np.array([200.0, 1.0])})
+    th, _ = parameter_draws(far, 4000, seed=1)
+    assert np.std(th[:, 0]) == pytest.approx(38.0, rel=0.05)
