@@ -98,6 +98,10 @@ def add_capacity_arguments(parser) -> None:
     add_decision_arguments(parser)
     parser.add_argument("--replications", type=int, default=20,
                         help="searches for the interval (0: none; default 20)")
+    parser.add_argument("--resample-requests", action="store_true",
+                        help="each replication of the interval serves a new sample of the "
+                             "workload's requests, drawn with replacement (for a workload that is "
+                             "a sample of the traffic, e.g. a benchmark's prompts)")
     parser.add_argument("--rel-tol", type=float, default=0.02,
                         help="relative precision of the answer (default 0.02)")
 
@@ -182,7 +186,8 @@ def capacity_command(args) -> tuple[str, dict]:
                  replications=args.replications, level=args.level, boot_samples=samples,
                  noise=not args.no_noise, rel_tol=args.rel_tol, max_load=args.max_load,
                  seed=args.seed, backend=args.backend, n_jobs=args.jobs,
-                 scheduler=args.scheduler, run_sd=run_sd)
+                 scheduler=args.scheduler, run_sd=run_sd,
+                 resample_requests=args.resample_requests)
     if est is not None:
         d["assumptions"]["overhead_estimate"] = est._asdict()
     if run_est is not None:

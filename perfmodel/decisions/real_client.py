@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from perfmodel._checks import check_positive
 from perfmodel.core.fit import fit_model
 from perfmodel.core.model import default_for
 from perfmodel.data.requests import load_workload
@@ -61,7 +62,7 @@ from perfmodel.errors import InputError
 
 __all__ = ["METRICS", "VLLM_CPU_SERVE_DEFAULTS", "attained", "budget_replicates", "budget_table",
            "capacity_check", "client_delays", "client_label", "client_loop", "error_table",
-           "estimate_client_delays", "fit_run", "goodput", "repeat_spread", "replay_run", "replay_settings", "run_limits",
+           "estimate_client_delays", "failure_point_verdict", "fit_run", "goodput", "repeat_spread", "replay_run", "replay_settings", "run_limits",
            "validate_series"]
 
 #: request metrics compared, each at p50 and p99
@@ -515,8 +516,10 @@ def capacity_check(result, target: float | None = None) -> dict:
     ``predicted`` = the replay's, ``meets``), ``last_pass`` (highest rate
     below which every measured rate met ``target``), ``first_fail`` (lowest
     failing rate), ``max_rate``, ``lower``, ``upper`` (the predicted answer and
-    its interval) and ``inside`` (both ``last_pass`` and ``first_fail`` lie in
-    the interval: the measured failure point is bracketed inside it).
+    its interval), ``inside`` (both ``last_pass`` and ``first_fail`` lie in
+    the interval: the measured failure point is bracketed inside it; None when
+    either is missing) and ``verdict`` (:func:`failure_point_verdict`; None
+    without an interval).
     ``target`` defaults to the SLO's attainment target (``result['slo']``).
     """
     res = _check_result(result)
@@ -546,12 +549,44 @@ def capacity_check(result, target: float | None = None) -> dict:
     last_pass = float(below["rate"].max()) if len(below) else None
     iv = cap.get("interval") or {}
     lower, upper = iv.get("lower"), iv.get("upper")
-    inside = None
-    if None not in (last_pass, first_fail, lower, upper):
-        inside = bool(lower <= last_pass and first_fail <= upper)
+    inside = verdict = None
+    if None not in (lower, upper):
+        verdict = failure_point_verdict(last_pass, first_fail, lower, upper)
+        if None not in (last_pass, first_fail):
+            inside = verdict == "brackets"
     return {"per_rate": df, "last_pass": last_pass, "first_fail": first_fail,
             "max_rate": float(cap["max_rate"]), "lower": lower, "upper": upper,
-            "level": iv.get("level"), "inside": inside, "target": target}
+            "level": iv.get("level"), "inside": inside, "verdict": verdict, "target": target}
+
+
+def failure_point_verdict(last_pass, first_fail, lower: float, upper: float) -> str:
+    """Where an interval ``[lower, upper]`` of a capacity stands against the measured one.
+
+    The measured failure point lies in ``(last_pass, first_fail]``: above the
+    highest rate below which every measured rate met the target, at or below
+    the first rate that missed it (``None``: no such rate, the bracket is open
+    on that side, ``(0, first_fail]`` or ``(last_pass, inf)``).  Returns
+    ``'brackets'`` (the interval contains the whole bracket, so the failure
+    point is inside it: ``lower <= last_pass`` and ``first_fail <= upper``,
+    both rates measured), ``'misses'`` (the interval lies wholly above the
+    first failing rate or wholly at or below the last passing one: the
+    failure point is outside it) or ``'overlaps'`` (neither: the measured
+    rates cannot tell).
+    """
+    lo, hi = (check_positive(n, v, allow_zero=True) for n, v in (("lower", lower),
+                                                                 ("upper", upper)))
+    if hi < lo:
+        raise InputError(f"lower {lo} is above upper {hi}")
+    for n, v in (("last_pass", last_pass), ("first_fail", first_fail)):
+        if v is not None:
+            check_positive(n, v)
+    if last_pass is not None and first_fail is not None and not last_pass < first_fail:
+        raise InputError(f"last_pass {last_pass} must be below first_fail {first_fail}")
+    if (first_fail is not None and lo > first_fail) or (last_pass is not None and hi <= last_pass):
+        return "misses"
+    if last_pass is not None and first_fail is not None and lo <= last_pass and first_fail <= hi:
+        return "brackets"
+    return "overlaps"
 
 
 def _budget_fields(r: dict) -> dict:

@@ -373,6 +373,11 @@ def test_capacity_json_keys_and_interval(ctx_fit_json, run):
                            "0.05", "--run-sd", "0.05", "--json"])
     assert rc == 0, err
     assert "N(0, 0.05^2)" in json.loads(stdout)["interval"]["sources"]["run_level"]
+    assert "not resampled" in json.loads(stdout)["interval"]["sources"]["requests"]
+    rc, stdout, err = run(["capacity", ctx_fit_json, *CAP, "--replications", "2", "--rel-tol",
+                           "0.05", "--resample-requests", "--json"])
+    assert rc == 0, err
+    assert "with replacement" in json.loads(stdout)["interval"]["sources"]["requests"]
     # the sd estimated from other runs' step logs (two vLLM-CPU traces of the same model)
     others = [str(CTX_TRACE.with_name(n)) for n in ("mixed-r2.csv", "mixed-r3.csv")]
     rc, stdout, err = run(["capacity", ctx_fit_json, *CAP, "--replications", "2", "--rel-tol",

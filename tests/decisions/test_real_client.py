@@ -128,10 +128,12 @@ def test_paper_items_on_a_hand_built_result():
     chk = rc.capacity_check(res)
     # repeat-2 misses the 0.99 target at 4 req/s: the measured SLO fails from 4 on
     assert chk["first_fail"] == 4.0 and chk["last_pass"] == 1.0 and chk["inside"] is False
+    assert chk["verdict"] == "misses"          # the interval [4.7, 7.7] lies above (1, 4]
     assert set(chk["per_rate"]["rate"]) == {1.0, 4.0, 5.5, 6.0, 8.0}   # no budget, no closed loop
     res["runs"]["repeat-2"]["attainment"]["measured"] = 1.0
     chk = rc.capacity_check(res)
     assert (chk["last_pass"], chk["first_fail"], chk["inside"]) == (5.5, 6.0, True)
+    assert chk["verdict"] == "brackets"
     bud = rc.budget_table(res)
     assert bud["config"].tolist() == ["default", "tuned"]
     assert bud["goodput measured"].tolist() == [4.9, 5.4]
@@ -299,3 +301,26 @@ def test_committed_replicates_replayed_with_the_first_series_fit():
                            b["arrival_s"] - b["arrival_s"].min(), atol=0.05)
     # 500-request same-seed repeats: TPOT p50 within a few percent of each other
     assert rc.repeat_spread(res)["tpot_ms p50"] < 0.10
+
+
+@pytest.mark.parametrize("last_pass, first_fail, lower, upper, verdict", [
+    (4.0, 5.0, 3.9, 5.0, "brackets"),       # holds the whole bracket (4, 5]
+    (4.0, 5.0, 4.3, 6.0, "overlaps"),       # part of it: the measured rates cannot tell
+    (4.0, 5.0, 5.1, 6.0, "misses"),         # wholly above the first failing rate
+    (4.0, 5.0, 3.0, 4.0, "misses"),         # wholly at or below the last passing rate
+    (None, 4.0, 4.7, 6.2, "misses"),        # only a failing rate measured: (0, 4]
+    (None, 4.0, 3.5, 6.2, "overlaps"),
+    (5.5, None, 4.0, 6.0, "overlaps"),      # every measured rate met the target: (5.5, inf)
+    (5.5, None, 4.0, 5.5, "misses"),
+])
+def test_failure_point_verdict(last_pass, first_fail, lower, upper, verdict):
+    assert rc.failure_point_verdict(last_pass, first_fail, lower, upper) == verdict
+
+
+@pytest.mark.parametrize("args, match", [((5.0, 4.0, 1.0, 2.0), "below first_fail"),
+                                         ((1.0, 2.0, 3.0, 2.0), "above upper"),
+                                         ((1.0, 2.0, -1.0, 2.0), "lower"),
+                                         ((-1.0, 2.0, 1.0, 2.0), "last_pass")])
+def test_failure_point_verdict_bad_input(args, match):
+    with pytest.raises(InputError, match=match):
+        rc.failure_point_verdict(*args)
