@@ -72,6 +72,8 @@ $(NB_BUILD)/13_real_client.ipynb: $(wildcard data/vllm-serve/*/*/*)
 $(NB_BUILD)/16_real_client_replicates.ipynb: $(wildcard data/vllm-serve/*/*/*)
 # 19_real_client_confirmation checks the confirmation series against the protocol frozen before it
 $(NB_BUILD)/19_real_client_confirmation.ipynb: $(wildcard data/vllm-serve/*/*/* data/vllm-serve/*.json)
+# 22_real_client_capacity_points answers the capacity question for all three series
+$(NB_BUILD)/22_real_client_capacity_points.ipynb: $(wildcard data/vllm-serve/*/*/* data/vllm-serve/*.json)
 # 21_record_parameters fits the model of record on every real data set with per-request context
 $(NB_BUILD)/21_record_parameters.ipynb: $(wildcard data/gpu/* data/gpu-confirmation/run1/*) \
   $(wildcard data/vllm-cpu/*/mixed-r* data/vllm-cpu-confirmation/*/mixed-r*)
