@@ -24,8 +24,16 @@ export OMP_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 # OpenBLAS kernels `make test` and `make check-blas` compare: `default` = what OpenBLAS picks
-# for this CPU (OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset), anything else = OPENBLAS_CORETYPE
+# for this CPU (OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset), anything else = OPENBLAS_CORETYPE.
+# A kernel that runs the same OpenBLAS core as one before it (`default` IS Haswell on an AVX2
+# CPU without AVX-512) or that the CPU cannot run is replaced by the first BLAS_FALLBACK that
+# gives a core of its own (python -m perfmodel.report.blas_kernels; it says what it left out)
 BLAS_KERNELS ?= default Haswell
+BLAS_FALLBACK ?= Sandybridge Nehalem
+# (shell text: the resolved kernel list, for a recipe run after $(VENV_STAMP))
+BLAS_RESOLVED = $$($(PY) -m perfmodel.report.blas_kernels $(BLAS_KERNELS) --fallback $(BLAS_FALLBACK))
+# the notebooks' paper outputs under nbval, one folder per kernel
+NBVAL_OUT ?= build/nbval-outputs
 # (shell text: the `env ...` prefix for the kernel named by the loop variable $$k of a recipe)
 BLAS_ENV_K = $$(if [ "$$k" = default ]; then echo env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE; \
                else echo env OPENBLAS_CORETYPE=$$k; fi)
@@ -53,12 +61,18 @@ lint: $(VENV_STAMP)
 test-unit: $(VENV_STAMP)
 	$(PY) -m pytest tests -q
 
-# the notebooks' checked outputs must not depend on the BLAS kernel: validate under each
+# the notebooks' checked outputs must not depend on the BLAS kernel: validate under each, and
+# compare the paper numbers and tables the notebooks wrote under nbval (quick parameters).
+# (The line that calls $(MAKE) runs even under `make -n`: it only probes and recurses.)
 test-notebooks: $(VENV_STAMP)
-	@for k in $(BLAS_KERNELS); do \
+	@ks="$(BLAS_RESOLVED)" && test -n "$$ks" || exit 1; \
+	for k in $$ks; do \
 	  echo "nbval with BLAS kernel: $$k"; \
-	  $(BLAS_ENV_K) $(MAKE) --no-print-directory nbval || exit 1; \
+	  $(BLAS_ENV_K) $(MAKE) --no-print-directory nbval NBVAL_OUT=$(NBVAL_OUT)/$$k || exit 1; \
 	done
+	@ks="$(BLAS_RESOLVED)"; set -- $$ks; if [ $$# -ge 2 ]; then \
+	  $(PY) -m perfmodel.report.pipeline compare $$(for k in $$ks; do echo $(NBVAL_OUT)/$$k; done); \
+	fi
 
 build:
 	@mkdir -p build
@@ -87,13 +101,14 @@ check-outputs: $(VENV_STAMP)
 # the paper's numbers and tables are identical under each BLAS kernel (reruns every notebook
 # per kernel into build/blas-check/<kernel>; QUICK=1 for small parameters)
 check-blas: $(VENV_STAMP)
-	@for k in $(BLAS_KERNELS); do \
+	@ks="$(BLAS_RESOLVED)" && test -n "$$ks" || exit 1; \
+	for k in $$ks; do \
 	  echo "pipeline outputs with BLAS kernel: $$k"; \
 	  $(BLAS_ENV_K) $(MAKE) --no-print-directory PAPER_OUT=build/blas-check/$$k \
 	      NB_BUILD=build/blas-check/$$k/notebooks build/blas-check/$$k/paper/numbers.tex \
 	    || exit 1; \
-	done
-	$(PY) -m perfmodel.report.pipeline compare $(addprefix build/blas-check/,$(BLAS_KERNELS))
+	done; \
+	$(PY) -m perfmodel.report.pipeline compare $$(for k in $$ks; do echo build/blas-check/$$k; done)
 
 # JupyterLab on the project's environment, rooted at the repository, with inline figures.
 # Notebooks run here write their figures/tables/numbers to build/scratch (never to the

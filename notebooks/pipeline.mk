@@ -163,9 +163,14 @@ notebooks-store: $(VENV_STAMP)
 
 # the notebooks write their figures/tables/numbers to a scratch folder under nbval, so a test
 # run never replaces the paper's (full-run) outputs with quick-parameter ones
+# (NBVAL_OUT: where; emptied first, and paper/numbers.tex assembled after a passing run)
+NBVAL_OUT ?= build/nbval-outputs
 nbval: $(VENV_STAMP)
-	PERFMODEL_PAPER_OUTPUT=$(abspath build/nbval-outputs) $(PY) -m pytest $(NBVAL_ARGS) \
+	@rm -rf $(NBVAL_OUT)/figures $(NBVAL_OUT)/paper
+	PERFMODEL_PAPER_OUTPUT=$(abspath $(NBVAL_OUT)) $(PY) -m pytest $(NBVAL_ARGS) \
 	    $(NB_SOURCES) $(QUIET_KERNEL)
+	@$(PY) -m perfmodel.report.paperio assemble --folder $(NBVAL_OUT)/paper/numbers \
+	    --out $(NBVAL_OUT)/paper/numbers.tex >/dev/null
 
 paper-clean:
 	@$(PYTHON3) -m perfmodel.report.pipeline clean --root .

@@ -25,10 +25,13 @@ def test_lab_has_inline_figures_and_sees_the_whole_repository():
     assert "--notebook-dir=." in out            # data/, figures/, build/ in the file browser
 
 
-def test_notebook_validation_runs_under_two_blas_kernels():
+def test_notebook_validation_runs_under_two_distinct_blas_kernels():
     out = _dry("test-notebooks")
-    assert "for k in default Haswell" in out
+    # the list is resolved on the CPU: a kernel running the same core as another is replaced
+    assert "perfmodel.report.blas_kernels default Haswell --fallback Sandybridge Nehalem" in out
     assert "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE" in out and "OPENBLAS_CORETYPE=$k" in out
+    # the numbers and tables the notebooks wrote under each kernel are compared
+    assert "perfmodel.report.pipeline compare" in out and "build/nbval-outputs/$k" in out
 
 
 def test_make_test_lints():
@@ -59,3 +62,17 @@ def test_readme_paths_exist():
         if named and not (ROOT / path).exists():
             missing.append(path)
     assert not missing, f"README names paths that do not exist: {missing}"
+
+
+def test_a_dry_run_of_the_notebook_validation_deletes_nothing(tmp_path):
+    # make runs a recipe line that calls $(MAKE) even under -n: nothing on such a line may
+    # delete or write (nbval empties its own output folder, in its own recipe)
+    kept = tmp_path / "default" / "paper" / "numbers" / "01_data_overview.tex"
+    kept.parent.mkdir(parents=True)
+    kept.write_text("kept")
+    r = subprocess.run(["make", "-n", "--no-print-directory", "test-notebooks",
+                        f"NBVAL_OUT={tmp_path}"], cwd=ROOT, capture_output=True, text=True,
+                       check=False)
+    assert r.returncode == 0, r.stderr
+    assert kept.read_text() == "kept"
+    assert f"rm -rf {tmp_path}/" in r.stdout       # the sub-make prints what it would remove

@@ -17,7 +17,11 @@ library only, so ``notebooks/pipeline.mk`` can run it with any Python 3.11):
   names the notebook) and the number fragments -- not the tables written by the
   long studies in ``scripts/``, which the pipeline only reads;
 * a claim must not move with the BLAS kernel: :func:`compare_outputs` compares
-  the numbers and tables of two pipeline runs (``make check-blas``).
+  the numbers and tables of two pipeline runs (``make test`` on the notebooks'
+  quick outputs, ``make check-blas`` on full runs).  The outputs known to move
+  with the kernel at their printed precision are listed, with the reason, in
+  :data:`KERNEL_DEPENDENT`: their differences are reported apart and do not
+  fail the check; any other difference does.
 """
 from __future__ import annotations
 
@@ -31,9 +35,11 @@ from pathlib import Path
 from perfmodel._io import atomic_write_text, sha256_file
 
 __all__ = [
+    "KERNEL_DEPENDENT",
     "MANIFEST_ENV",
     "compare_outputs",
     "find_stale",
+    "kernel_dependent_reason",
     "pipeline_outputs",
     "record_output",
 ]
@@ -110,6 +116,50 @@ def pipeline_outputs(root: str | os.PathLike) -> list[Path]:
     return out
 
 
+#: Outputs whose printed values move with the BLAS kernel, found by comparing the notebooks'
+#: outputs under OpenBLAS's Haswell and Sandybridge kernels (2026-11-27; README,
+#: "Reproducibility").  Each entry: macro-name prefixes, tables (file name -> None for every
+#: line, or the prefixes of the lines concerned), and why.  Not a tolerance: the differences
+#: are printed, and removing the cause removes the entry.
+KERNEL_DEPENDENT = (
+    {"macros": ("CapPt", "RcConfIv", "RcConfPlace", "RcConfNStatsPass", "RepCap", "RepIv"),
+     "tables": {"real_client_budget_replicates.tex": None,
+                "real_client_capacity_points.tex": None,
+                "real_client_confirmation.tex": None,
+                "real_client_confirmation_placement.tex": None,
+                "real_client_replicates.tex": None,
+                "real_client_run_intervals.tex": None},
+     "why": "replay and capacity intervals of the real-client runs: their parameter draws come "
+            "from the fit's covariance, which differs in its third digit where the solver stops "
+            "at a bound under one kernel and a hair inside it under another (tau_0 of the "
+            "vLLM-CPU fits); the simulator's discrete events carry that to the third digit of "
+            "an interval end and a count of runs inside by one"},
+    {"macros": ("NistMinStderrLreExcl",), "tables": {},
+     "why": "the fewest correct digits of a certified standard error on the NIST problems "
+            "excluded from the pass count: a rounding-level quantity"},
+    {"macros": (), "tables": {"intervals_splitwise.tex": ("$k_{B}$",)},
+     "why": "the upper end of a profile interval of k_B on Splitwise: the profile is flat "
+            "there, so the end is a finite value under one kernel and not determined under "
+            "another"},
+)
+
+
+def kernel_dependent_reason(name: str, line: str | None = None) -> str | None:
+    """Why output ``name`` moves with the BLAS kernel, or None when it must not.
+
+    ``name`` is a macro name (without the backslash) or a table file name;
+    ``line`` a line of that table.  See :data:`KERNEL_DEPENDENT`.
+    """
+    for entry in KERNEL_DEPENDENT:
+        if line is None and name.startswith(entry["macros"]) and entry["macros"]:
+            return entry["why"]
+        if name in entry["tables"]:
+            rows = entry["tables"][name]
+            if rows is None or (line is not None and line.lstrip().startswith(rows)):
+                return entry["why"]
+    return None
+
+
 def _macros(path: Path) -> dict[str, str]:
     vals = {}
     for line in path.read_text().splitlines():
@@ -119,19 +169,23 @@ def _macros(path: Path) -> dict[str, str]:
     return vals
 
 
-def compare_outputs(dirs: Sequence[str | os.PathLike]) -> list[str]:
+def compare_outputs(dirs: Sequence[str | os.PathLike],
+                    documented: list[str] | None = None) -> list[str]:
     """Differences between the paper numbers and tables of pipeline runs.
 
     Each of ``dirs`` is a ``PAPER_OUT`` root holding ``paper/numbers.tex`` and
     ``paper/tables/*.tex``.  Returns one line per difference against the
     first root (a macro with another value, a table whose lines differ, a file
-    present in one run only); empty when the runs agree.
+    present in one run only); empty when the runs agree.  Differences in the
+    outputs of :data:`KERNEL_DEPENDENT` are not returned: they are appended
+    to ``documented`` when a list is given.
     """
     if len(dirs) < 2:
         raise ValueError("compare needs at least two output folders")
     roots = [Path(d) for d in dirs]
     ref = roots[0]
     problems = []
+    known = [] if documented is None else documented
     for other in roots[1:]:
         a, b = ref / "paper" / "numbers.tex", other / "paper" / "numbers.tex"
         if not (a.is_file() and b.is_file()):
@@ -140,7 +194,9 @@ def compare_outputs(dirs: Sequence[str | os.PathLike]) -> list[str]:
             ma, mb = _macros(a), _macros(b)
             for k in sorted(set(ma) | set(mb)):
                 if ma.get(k) != mb.get(k):
-                    problems.append(f"\\{k}: {ma.get(k)} ({ref.name}) vs {mb.get(k)} ({other.name})")
+                    line = f"\\{k}: {ma.get(k)} ({ref.name}) vs {mb.get(k)} ({other.name})"
+                    is_known = k in ma and k in mb and kernel_dependent_reason(k)
+                    (known if is_known else problems).append(line)
         ta = {p.name: p for p in (ref / "paper" / "tables").glob("*.tex")}
         tb = {p.name: p for p in (other / "paper" / "tables").glob("*.tex")}
         for name in sorted(set(ta) | set(tb)):
@@ -148,11 +204,18 @@ def compare_outputs(dirs: Sequence[str | os.PathLike]) -> list[str]:
                 problems.append(f"table {name} only in {ref.name if name in ta else other.name}")
                 continue
             la, lb = ta[name].read_text().splitlines(), tb[name].read_text().splitlines()
-            if la != lb:
-                diff = [f"    {x!r} vs {y!r}" for x, y in zip(la, lb) if x != y]
-                if len(la) != len(lb):
-                    diff.append(f"    {len(la)} vs {len(lb)} lines")
-                problems.append(f"table {name} ({ref.name} vs {other.name}):\n" + "\n".join(diff))
+            if la == lb:
+                continue
+            if len(la) != len(lb):
+                problems.append(f"table {name} ({ref.name} vs {other.name}): "
+                                f"{len(la)} vs {len(lb)} lines")
+                continue
+            for x, y in zip(la, lb):
+                if x != y:
+                    line = f"table {name} ({ref.name} vs {other.name}):\n    {x!r} vs {y!r}"
+                    is_known = (kernel_dependent_reason(name, x)
+                                and kernel_dependent_reason(name, y))
+                    (known if is_known else problems).append(line)
     return problems
 
 
@@ -195,17 +258,25 @@ def _main(argv: Iterable[str] | None = None) -> int:
         print(f"paper-clean: removed {len(files)} generated files (figures, notebook tables, "
               "numbers); tables written by scripts/ kept")
         return 0
+    documented: list[str] = []
     try:
-        problems = compare_outputs(args.dirs)
+        problems = compare_outputs(args.dirs, documented)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if documented:
+        print(f"kernel check: {len(documented)} difference(s) in outputs documented as "
+              "kernel-dependent (perfmodel.report.pipeline.KERNEL_DEPENDENT), not failures:")
+        for p in documented:
+            print(f"  {p}")
     for p in problems:
         print(p)
     if problems:
-        print(f"check-blas: {len(problems)} difference(s) between {', '.join(args.dirs)}")
+        print(f"kernel check: {len(problems)} difference(s) between {', '.join(args.dirs)}")
         return 1
-    print(f"check-blas: paper/numbers.tex and paper/tables/*.tex identical in {', '.join(args.dirs)}")
+    print(f"kernel check: paper/numbers.tex and paper/tables/*.tex identical in "
+          f"{', '.join(args.dirs)}" + (" but for the documented outputs above" if documented
+                                       else ""))
     return 0
 
 

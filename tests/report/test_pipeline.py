@@ -106,3 +106,37 @@ def test_compare_outputs_agree_and_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="at least two"):
         pipeline.compare_outputs([a])
     assert _run("compare", str(a)).returncode == 2
+
+
+def test_compare_reports_documented_kernel_dependence_apart_and_fails_on_the_rest(tmp_path):
+    a, b = tmp_path / "default", tmp_path / "Sandybridge"
+    table = "$k_{B}$ & [3.4, 200] \\\\\n$k_{S}$ & [1, 2] \\\\\n"
+    for root, end, cap in ((a, "200", "5.5"), (b, "n.d.", "5.4")):
+        _run_root(root, {"CapPtConfirmationFrozenMedian": cap, "CmpSeedAll": "7"},
+                  table.replace("200", end))
+        (root / "paper" / "tables" / "intervals_splitwise.tex").write_text(
+            table.replace("200", end))
+    documented: list[str] = []
+    assert pipeline.compare_outputs([a, b], documented) == [
+        ("table t.tex (default vs Sandybridge):\n"
+         "    '$k_{B}$ & [3.4, 200] \\\\\\\\' vs '$k_{B}$ & [3.4, n.d.] \\\\\\\\'")]
+    # the capacity macro and the k_B line of intervals_splitwise are documented; the same line
+    # in another table is not
+    assert len(documented) == 2 and documented[0].startswith("\\CapPtConfirmationFrozenMedian")
+    # a line of intervals_splitwise other than k_B's is not documented
+    (b / "paper" / "tables" / "intervals_splitwise.tex").write_text(
+        table.replace("200", "n.d.").replace("[1, 2]", "[1, 3]"))
+    assert any("k_{S}" in p for p in pipeline.compare_outputs([a, b]))
+    # a macro missing in one run is never documented away
+    (b / "paper" / "numbers.tex").write_text("\\newcommand{\\CmpSeedAll}{7}\n")
+    assert any("CapPt" in p for p in pipeline.compare_outputs([a, b]))
+    r = _run("compare", str(a), str(b))
+    assert r.returncode == 1 and "documented as kernel-dependent" in r.stdout
+
+
+def test_every_documented_kernel_dependence_names_a_reason():
+    for entry in pipeline.KERNEL_DEPENDENT:
+        assert entry["why"] and (entry["macros"] or entry["tables"])
+    assert pipeline.kernel_dependent_reason("RcConfIvOnTPOT") is not None
+    assert pipeline.kernel_dependent_reason("RcConfNRuns") is None      # a count of the data
+    assert pipeline.kernel_dependent_reason("intervals_splitwise.tex", "$a_{1}$ & 1") is None
