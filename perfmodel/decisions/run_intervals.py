@@ -234,20 +234,34 @@ def interval_placement(intervals: pd.DataFrame, keys=INTERVAL_METRICS) -> pd.Dat
     """Where the measured values of a series fall in their intervals, not only how often inside.
 
     An interval can cover often because it is wide while its centre is off:
-    every measured value then sits in one half of it.  Per key of ``keys``
-    (columns ``<key> measured / lower / upper / inside / pit`` of
-    :func:`series_intervals`) this counts the runs inside, below and above
-    the interval, and in the lower half of the replays (``pit`` < 1/2), with
-    the two-sided binomial p-value of that count against 1/2 (the runs'
-    draws are independent, so under calibration the count is
-    Binomial(n, 1/2); :func:`scipy.stats.binomtest`), the median ``pit`` and
-    the median width of the intervals (``upper - lower``; relative to the
-    interval's midpoint for the time metrics, in shares for the attainment).
+    every measured value then sits on one side of its replays.  Per key of
+    ``keys`` (columns ``<key> measured / lower / upper / inside / pit`` of
+    :func:`series_intervals`) this counts the runs inside (``<key> inside``,
+    the one definition), below and above the interval, and a sign test of the
+    measured values against their replays: a run is in the lower half when
+    fewer than half of its replays lie below its measured value (``pit`` <
+    1/2), in the upper half when more do, and a tie when as many replays lie
+    above as below (``pit`` = 1/2 exactly: the mid-rank share of
+    :func:`~perfmodel.stats.uncertainty.share_below`; every replay equal to the
+    measured value, as for a share within the SLO of 1.00 in every replay, is
+    one).  Ties carry no sign and are left out of the test, which is the
+    two-sided binomial p-value of the lower-half count among the untied runs
+    against 1/2 (:func:`scipy.stats.binomtest`; NaN when every run is a tie).
+
+    The p-value assumes the runs' signs independent.  Runs of one series share
+    the fit and the series' speed, so they are not, and the p-value is
+    anti-conservative: read it as a description of the count, and the median
+    ``pit`` as the effect size.  Also returned: the median width of the
+    intervals (``upper - lower``; relative to the interval's midpoint for the
+    time metrics, in shares for the attainment).
 
     Returns one row per key: ``statistic``, ``n``, ``inside``, ``below``,
-    ``above``, ``lower_half``, ``half_p``, ``median_pit``, ``median_width``,
-    ``relative_width`` (bool: the width is relative).  Runs without a
-    measured value or interval for a key are left out of that key's row.
+    ``above``, ``lower_half``, ``upper_half``, ``ties``, ``half_p``,
+    ``median_pit``, ``median_width``, ``relative_width`` (bool: the width is
+    relative).  Runs without a measured value or interval for a key are left
+    out of that key's row.  Verified in ``tests/decisions/test_run_intervals.py``
+    (hand-counted sides, halves and ties; the p-value against the binomial
+    formula).
     """
     from scipy.stats import binomtest
 
@@ -257,22 +271,26 @@ def interval_placement(intervals: pd.DataFrame, keys=INTERVAL_METRICS) -> pd.Dat
     keys = [keys] if isinstance(keys, str) else list(keys)
     rows = []
     for k in keys:
-        cols = [f"{k} {c}" for c in ("measured", "lower", "upper", "pit")]
+        cols = [f"{k} {c}" for c in ("measured", "lower", "upper", "pit", "inside")]
         missing = [c for c in cols if c not in intervals.columns]
         if missing:
             raise InputError(f"intervals lacks columns {missing} (series_intervals' output)")
-        d = intervals[cols].astype(float).dropna()
-        if d.empty:
+        d = intervals[cols[:4]].astype(float)
+        keep = d.notna().all(axis=1).to_numpy()
+        if not keep.any():
             raise InputError(f"intervals has no run with a measured value and interval for {k!r}")
-        m, lo, hi, pit = (d[c].to_numpy() for c in cols)
+        m, lo, hi, pit = (d[c].to_numpy()[keep] for c in cols[:4])
+        inside = intervals[cols[4]].to_numpy()[keep].astype(bool)
         width = hi - lo
         relative = k != "attainment"
         if relative:
             width = width / ((hi + lo) / 2.0)
-        n_half = int((pit < 0.5).sum())
-        rows.append({"statistic": k, "n": len(d), "inside": int(((lo <= m) & (m <= hi)).sum()),
+        n_low, n_high = int((pit < 0.5).sum()), int((pit > 0.5).sum())
+        signed = n_low + n_high
+        rows.append({"statistic": k, "n": len(m), "inside": int(inside.sum()),
                      "below": int((m < lo).sum()), "above": int((m > hi).sum()),
-                     "lower_half": n_half, "half_p": float(binomtest(n_half, len(d), 0.5).pvalue),
+                     "lower_half": n_low, "upper_half": n_high, "ties": len(m) - signed,
+                     "half_p": float(binomtest(n_low, signed, 0.5).pvalue) if signed else np.nan,
                      "median_pit": float(np.median(pit)), "median_width": float(np.median(width)),
                      "relative_width": relative})
     return pd.DataFrame(rows)

@@ -111,12 +111,25 @@ def test_series_run_spread_over_several_series():
         ri.series_run_spread(SERIES, "repeat-1", extra_series=["/nonexistent/series"])
 
 
-def _placed(measured, lower=10.0, upper=20.0):
+def _placed(measured, lower=10.0, upper=20.0, pit=None):
     """A series_intervals-like frame for one statistic with the given measured values."""
     m = np.asarray(measured, float)
+    pit = np.clip((m - lower) / (upper - lower), 0, 1) if pit is None else np.asarray(pit, float)
     return pd.DataFrame({"tpot_ms_p50 measured": m, "tpot_ms_p50 lower": lower,
-                         "tpot_ms_p50 upper": upper,
-                         "tpot_ms_p50 pit": np.clip((m - lower) / (upper - lower), 0, 1)})
+                         "tpot_ms_p50 upper": upper, "tpot_ms_p50 pit": pit,
+                         "tpot_ms_p50 inside": (lower <= m) & (m <= upper)})
+
+
+def test_interval_placement_leaves_ties_out_of_the_sign_test():
+    # 9 runs whose replays all equal the measured value (pit 1/2: a share within the SLO of
+    # 1.00 everywhere) and 4 runs below their replays: the test counts 4 of 4, not 4 of 13
+    r = ri.interval_placement(_placed([15.0] * 13, pit=[0.5] * 9 + [0.1] * 4),
+                              "tpot_ms_p50").iloc[0]
+    assert (r["n"], r["lower_half"], r["upper_half"], r["ties"]) == (13, 4, 0, 9)
+    assert r["half_p"] == pytest.approx(2 * 0.5**4)
+    # every run a tie: no sign, no p-value
+    r = ri.interval_placement(_placed([15.0] * 3, pit=[0.5] * 3), "tpot_ms_p50").iloc[0]
+    assert r["ties"] == 3 and np.isnan(r["half_p"])
 
 
 def test_interval_placement_counts_sides_and_halves():
@@ -131,9 +144,12 @@ def test_interval_placement_counts_sides_and_halves():
     even = _placed([5, 12, 13, 14, 16, 17, 18, 25, 15])
     r = ri.interval_placement(even, "tpot_ms_p50").iloc[0]
     assert (r["inside"], r["below"], r["above"], r["lower_half"]) == (7, 1, 1, 4)
+    assert (r["upper_half"], r["ties"]) == (4, 1)          # the run at the midpoint is a tie
     assert r["half_p"] == 1.0 and r["median_pit"] == 0.5
     with pytest.raises(InputError, match="lacks columns"):
         ri.interval_placement(even, ["ttft_ms_p50"])
+    with pytest.raises(InputError, match="lacks columns"):
+        ri.interval_placement(even.drop(columns="tpot_ms_p50 inside"), ["tpot_ms_p50"])
     with pytest.raises(InputError, match="DataFrame"):
         ri.interval_placement({"a": 1})
 
