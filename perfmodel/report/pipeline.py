@@ -130,10 +130,11 @@ KERNEL_DEPENDENT = (
                 "real_client_replicates.tex": None,
                 "real_client_run_intervals.tex": None},
      "why": "replay and capacity intervals of the real-client runs: their parameter draws come "
-            "from the fit's covariance, which differs in its third digit where the solver stops "
-            "at a bound under one kernel and a hair inside it under another (tau_0 of the "
-            "vLLM-CPU fits); the simulator's discrete events carry that to the third digit of "
-            "an interval end and a count of runs inside by one"},
+            "from the fit's covariance, which differs by up to 2 % where the solver stops at a "
+            "bound under one kernel and a hair inside it under another (tau_0 of the vLLM-CPU "
+            "fits) and the undetermined k_B stops elsewhere on its ridge; the draws differ by "
+            "about 1 % of their sd, and the simulator carries that to the last printed digit "
+            "of an interval end and a count of runs inside by one"},
     {"macros": ("NistMinStderrLreExcl",), "tables": {},
      "why": "the fewest correct digits of a certified standard error on the NIST problems "
             "excluded from the pass count: a rounding-level quantity"},
