@@ -31,7 +31,10 @@ export MKL_NUM_THREADS ?= 1
 BLAS_KERNELS ?= default Haswell
 BLAS_FALLBACK ?= Sandybridge Nehalem
 # (shell text: the resolved kernel list, for a recipe run after $(VENV_STAMP))
-BLAS_RESOLVED = $$($(PY) -m perfmodel.report.blas_kernels $(BLAS_KERNELS) --fallback $(BLAS_FALLBACK))
+# (before .venv exists, e.g. under `make -n` on a fresh clone: the list as given)
+BLAS_RESOLVED = $$(if [ -x $(PY) ]; then \
+  $(PY) -m perfmodel.report.blas_kernels $(BLAS_KERNELS) --fallback $(BLAS_FALLBACK); \
+  else echo $(BLAS_KERNELS); fi)
 # the notebooks' paper outputs under nbval, one folder per kernel
 NBVAL_OUT ?= build/nbval-outputs
 # (shell text: the `env ...` prefix for the kernel named by the loop variable $$k of a recipe)

@@ -74,9 +74,34 @@ def covariance(J: np.ndarray, rss: float, dof: int, free: np.ndarray | None = No
     of ~1e92, while at ``k_B = 749`` the column underflows to 0), so without
     this rule the flag depended on where in the flat region the solver
     stopped -- and that moved with the BLAS kernel.
+
+    The covariance of the identified parameters is conditional on the
+    unidentified ones (computed again without their columns), not marginal
+    over the directions the data do not determine: the marginal one depends on
+    where along such a direction the solver stopped, which moves with the BLAS
+    kernel (parameter draws of a vLLM-CPU fit differed by 1 % of their
+    standard deviation between OpenBLAS's Haswell and Sandybridge kernels with
+    the marginal covariance, by 1e-5 with the conditional one).
     """
+    p = J.shape[1]
+    active = np.ones(p, bool) if free is None else np.asarray(free, bool).copy()
+    unident = np.zeros(p, bool)
+    cov = np.full((p, p), np.nan)
+    # drop the unidentified columns and compute again, until a pass flags none
+    while active.any():
+        cov, new = _covariance_once(J, rss, dof, active, rcond, theta, max_rel_se)
+        new &= active
+        if not new.any():
+            break
+        unident |= new
+        active &= ~new
+        cov = np.full((p, p), np.nan)
+    return cov, unident
+
+
+def _covariance_once(J, rss, dof, free, rcond, theta, max_rel_se):
+    """One pass of :func:`covariance` on the parameters ``free`` (no recomputation)."""
     _n, p = J.shape
-    free = np.ones(p, bool) if free is None else np.asarray(free, bool)
     cov = np.full((p, p), np.nan)
     unident = np.zeros(p, bool)
     idx = np.nonzero(free)[0]
