@@ -35,7 +35,9 @@ from perfmodel.core.lsq_result import (  # noqa: F401 - re-exported (one place: 
     STATUS_MESSAGES,
     CurveFit,
     covariance,
+    near_bound,
 )
+from perfmodel.core.lsq_result import at_bound as bound_rule
 from perfmodel.core.model import Model, get_model
 from perfmodel.core.scale import SCALES, get_scale
 from perfmodel.errors import FitError, InputError
@@ -54,22 +56,6 @@ def _as_bounds(bounds, p):
         bad = np.nonzero(lo >= hi)[0].tolist()
         raise InputError(f"bounds: lower >= upper for parameter indices {bad}")
     return lo, hi
-
-
-def near_bound(theta, lower, upper) -> np.ndarray:
-    """Which parameters lie within 1e-8 of their range from a bound (bool per parameter).
-
-    The range is ``upper - lower`` (``|theta| + 1`` where a bound is
-    infinite).  :func:`fit_curve` counts a parameter at its bound when it is
-    near it here, wherever the solver stopped; a draw from the fit's normal
-    approximation holds every near one
-    (:func:`perfmodel.decisions.capacity.parameter_draws`).
-    """
-    x = np.asarray(theta, float)
-    lo = np.broadcast_to(np.asarray(lower, float), x.shape)
-    hi = np.broadcast_to(np.asarray(upper, float), x.shape)
-    span = np.where(np.isfinite(hi - lo), hi - lo, np.abs(x) + 1.0)
-    return (np.abs(x - lo) <= 1e-8 * span) | (np.abs(hi - x) <= 1e-8 * span)
 
 
 def fit_curve(func: Callable, xdata, ydata, p0, *, jac: Callable | None = None,
@@ -162,11 +148,9 @@ def fit_curve(func: Callable, xdata, ydata, p0, *, jac: Callable | None = None,
     # rescaled by rho', so the plain one is recomputed only then
     J = res.jac if (jac is None or loss == "linear") else sw[:, None] * jac(res.x, xdata)
     yfit = func(res.x, xdata)
-    # at a bound: within 1e-8 of the parameter's range from it, wherever the solver stopped
-    # (scipy's active_mask uses an absolute 1e-8 * max(1, |bound|): an estimate 4e-8 above a
-    # bound of 1e-6 in a range of 1e5 was free under one BLAS kernel and at the bound under
-    # another, and the covariance, the standard errors and the parameter draws differed)
-    at_bound = near_bound(res.x, lo, hi)
+    # at a bound: closer to it than a share of its standard error (lsq_result.at_bound), not
+    # scipy's active_mask, which moved with the BLAS kernel
+    at_bound = bound_rule(res.x, lo, hi, J, rss, n)
     dof = n - int(np.sum(~at_bound))
     cov, unident = covariance(J, rss, dof, free=~at_bound, theta=res.x)
     stderr = np.sqrt(np.diag(cov))

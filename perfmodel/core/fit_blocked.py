@@ -42,6 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from perfmodel.core.lsq_result import STATUS_MESSAGES, CurveFit, covariance
+from perfmodel.core.lsq_result import at_bound as bound_rule
 from perfmodel.errors import FitError
 
 __all__ = ["BLOCK_ROWS", "blocked_solve"]
@@ -196,13 +197,11 @@ def blocked_solve(prob, start, *, loss: str = "linear",
                                      tol=prob.tol,
                                      max_iter=min(prob.max_nfev or MAX_ITER, MAX_ITER))
     # the covariance (as fit_curve's) is taken from the plain, unweighted-by-rho system
-    RJ, q, _ = _factor(prob, x, "linear", 1.0, False)
+    RJ, _q, _ = _factor(prob, x, "linear", 1.0, False)
     rss = float(2 * _cost(prob, x, "linear", 1.0))
-    grad = RJ.T @ q
-    span = np.where(np.isfinite(hi - lo), hi - lo, np.abs(x) + 1.0)
-    lo_near, hi_near = (x - lo) <= 1e-8 * span, (hi - x) <= 1e-8 * span
-    at_bound = (lo_near & (grad > 0)) | (hi_near & (grad < 0))
     n = prob.y.size
+    # the rule of fit_curve (one place: lsq_result.at_bound)
+    at_bound = bound_rule(x, lo, hi, RJ, rss, n)
     dof = n - int(np.sum(~at_bound))
     cov, unident = covariance(RJ, rss, dof, free=~at_bound, theta=x)
     resid = np.empty(n)

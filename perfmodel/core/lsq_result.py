@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["MAX_RELATIVE_STDERR", "STATUS_MESSAGES", "CurveFit", "covariance"]
+__all__ = ["BOUND_SE_SHARE", "MAX_RELATIVE_STDERR", "STATUS_MESSAGES", "CurveFit", "at_bound",
+           "covariance", "near_bound", "within_se_of_bound"]
 
 #: scipy least_squares status codes (one table, as scipy's TERMINATION_MESSAGES)
 STATUS_MESSAGES = {
@@ -57,6 +58,81 @@ class CurveFit:
 
 #: a standard error this many times the parameter's magnitude says the data do not determine it
 MAX_RELATIVE_STDERR = 1e8
+
+#: an estimate closer to a bound than this share of its standard error is at the bound
+BOUND_SE_SHARE = 0.01
+
+
+def near_bound(theta, lower, upper) -> np.ndarray:
+    """Which parameters lie within 1e-8 of their range from a bound (bool per parameter).
+
+    The range is ``upper - lower`` (``|theta| + 1`` where a bound is
+    infinite).  :func:`at_bound` falls back on this rule for a parameter
+    without a finite standard error.
+    """
+    x = np.asarray(theta, float)
+    lo = np.broadcast_to(np.asarray(lower, float), x.shape)
+    hi = np.broadcast_to(np.asarray(upper, float), x.shape)
+    span = np.where(np.isfinite(hi - lo), hi - lo, np.abs(x) + 1.0)
+    return (np.abs(x - lo) <= 1e-8 * span) | (np.abs(hi - x) <= 1e-8 * span)
+
+
+def at_bound(theta, lower, upper, J: np.ndarray, rss: float, n: int) -> np.ndarray:
+    """Which estimates the fit counts at a bound of the box (bool per parameter).
+
+    Problem: where a solver stops next to a bound depends on rounding, so a
+    rule on the solver's own report (scipy's ``active_mask``, an absolute
+    ``1e-8 max(1, |bound|)``) or on the box alone cannot be stable.
+    ``tau_0 = 1e-6 + 4e-8`` ms was free under one OpenBLAS kernel and at its
+    bound of ``1e-6`` under another; a rule of ``1e-8`` of the range (``1e2``
+    for ``c_attn``) counted ``c_attn = 5.4e-7`` ms/token^2, 23 standard errors
+    from zero, at its bound.
+
+    Rule: an estimate is at a bound when it is on it, or when moving it alone
+    onto the bound would raise the residual sum of squares by at most
+    ``BOUND_SE_SHARE^2`` residual variances: its distance from the bound is at
+    most :data:`BOUND_SE_SHARE` times its conditional standard error
+    ``s / ||J_i||`` (the others held; the marginal one is inflated along
+    ridges such as ``a_1``/``k_B``, where neither is near a bound).  A
+    parameter that :func:`covariance` flags unidentified falls back on
+    :func:`near_bound`.
+
+    Parameters
+    ----------
+    theta, lower, upper : array_like (p,)
+        Estimate and box.
+    J : ndarray (n, p) or (p, p)
+        Jacobian of the weighted residuals at ``theta``, or any ``R`` with
+        ``R^T R = J^T J``.
+    rss : float
+        Residual sum of squares.
+    n : int
+        Number of observations (the degrees of freedom are ``n - p``).
+    """
+    x = np.asarray(theta, float)
+    dof = int(n) - x.size
+    _, unident = covariance(J, rss, dof, theta=x)
+    norms = np.linalg.norm(np.asarray(J, float), axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        se = np.sqrt(rss / dof) / norms if dof > 0 else np.full(x.shape, np.nan)
+    se = np.where(unident | ~np.isfinite(se), np.nan, se)
+    return within_se_of_bound(x, lower, upper, se)
+
+
+def within_se_of_bound(theta, lower, upper, se) -> np.ndarray:
+    """The rule of :func:`at_bound` given conditional standard errors ``se`` (bool per parameter).
+
+    At a bound: on it, or closer to it than :data:`BOUND_SE_SHARE` times the
+    standard error; where ``se`` is not finite, :func:`near_bound`.
+    """
+    x = np.asarray(theta, float)
+    lo = np.broadcast_to(np.asarray(lower, float), x.shape)
+    hi = np.broadcast_to(np.asarray(upper, float), x.shape)
+    se = np.broadcast_to(np.asarray(se, float), x.shape)
+    dist = np.minimum(x - lo, hi - x)
+    with np.errstate(invalid="ignore"):
+        by_se = np.where(np.isfinite(se), dist <= BOUND_SE_SHARE * se, near_bound(x, lo, hi))
+    return by_se.astype(bool) | (dist <= 0)
 
 
 def covariance(J: np.ndarray, rss: float, dof: int, free: np.ndarray | None = None,

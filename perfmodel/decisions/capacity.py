@@ -72,7 +72,7 @@ import numpy as np
 
 from perfmodel._checks import check_choice, check_int_range, check_positive, check_probability
 from perfmodel._parallel import check_backend, map_tasks
-from perfmodel.core.fit import near_bound
+from perfmodel.core.lsq_result import within_se_of_bound
 from perfmodel.core.scale import scale_of
 from perfmodel.decisions.requests_workload import SLO, Workload
 from perfmodel.decisions.simulate import EngineConfig, simulate_closed_loop, simulate_open_loop
@@ -145,15 +145,22 @@ def parameter_draws(fit, n: int, seed: int = 0, boot_samples=None) -> tuple[np.n
     C = _delta_cov(fit)
     theta = np.asarray(fit.values, float)
     lo, hi = fit.model.lower, fit.model.upper
-    # a parameter estimated at (within 1e-8 of its range from) a bound is held at its estimate,
-    # also where the solver stopped a hair inside it and the fit counts it free: its standard
-    # error can then dwarf its distance from the bound (38 ms for tau_0 = 1e-6 + 4e-8 ms on a
-    # vLLM-CPU step log), its draws would be clipped in about half of the replications, and
-    # the clip breaks its correlation with the others (TPOT intervals up to 10^7 ms)
-    # held = conditioned on its estimate: the normal approximation's conditional covariance of
-    # the others (the Schur complement; what the fit's covariance is when it counts the
-    # parameter at its bound), not their marginal one
-    near = near_bound(theta, lo, hi) & (np.diag(C) > 0)
+    # a parameter the fit counts at a bound (perfmodel.core.lsq_result.at_bound: closer to it
+    # than a share of its standard error, also where the solver stopped a hair inside it) is
+    # held at its estimate: drawn, it would be clipped in about half of the replications and the
+    # clip breaks its correlation with the others (TPOT intervals up to 10^7 ms once, for
+    # tau_0 = 1e-6 + 4e-8 ms with a standard error of 38 ms). Held = conditioned on its
+    # estimate: the conditional covariance of the others (the Schur complement), which is the
+    # fit's own covariance where the fit left the parameter out of it; the rule is applied to the
+    # covariance given too, for a fit whose covariance still holds such a parameter
+    # (with its conditional standard deviation, 1 / sqrt of the precision's diagonal)
+    drawn = np.diag(C) > 0
+    cond_sd = np.zeros(theta.size)
+    if drawn.any():
+        prec = np.linalg.pinv(C[np.ix_(drawn, drawn)])
+        cond_sd[drawn] = 1.0 / np.sqrt(np.clip(np.diag(prec), 1e-300, None))
+    flagged = np.isin(np.asarray(fit.param_names), list(getattr(fit, "at_bound", [])))
+    near = (flagged | within_se_of_bound(theta, lo, hi, cond_sd)) & drawn
     if near.any():
         C = C - C[:, near] @ np.linalg.pinv(C[np.ix_(near, near)]) @ C[near, :]
         C[near, :] = 0.0

@@ -283,3 +283,23 @@ def test_the_covariance_of_identified_parameters_is_conditional_on_the_unidentif
     # every parameter unidentified: all NaN, all flagged
     cov, unident = covariance(np.zeros((10, 2)), rss=1.0, dof=8)
     assert unident.all() and np.isnan(cov).all()
+
+
+def test_a_small_estimate_many_standard_errors_from_its_bound_is_free():
+    # c_attn = 5.4e-7 ms/token^2 on the H200 trace is 23 standard errors above its bound of 0
+    # but within 1e-8 of its range (1e2) from it: a range rule counted it at the bound. The
+    # rule is relative to the standard error (lsq_result.at_bound)
+    from perfmodel.core.lsq_result import near_bound
+
+    x = np.linspace(100.0, 8000.0, 80)
+    y = 2.0 + 5e-7 * x**2 + np.random.default_rng(3).normal(0, 0.01, x.size)
+    curve = lambda t, xx: t[0] + t[1] * xx**2
+    bounds = ([0.0, 0.0], [1e5, 1e2])
+    r = fit_curve(curve, x, y, [1.0, 1e-6], bounds=bounds)
+    assert near_bound(r.params, *bounds)[1]                      # the range rule would hold it
+    assert r.at_bound.tolist() == [False, False]
+    assert r.params[1] > 20 * r.stderr[1]
+    # the same data with the solver's answer pinned on the bound: at the bound
+    zero = fit_curve(lambda t, xx: t[0] + t[1] * xx**2, x, y - 5e-7 * x**2 - 0.5, [1.0, 1e-6],
+                     bounds=bounds)
+    assert zero.at_bound.tolist() == [False, True]
