@@ -35,9 +35,9 @@ BLAS_FALLBACK ?= Sandybridge Nehalem
 BLAS_RESOLVED = $$(if [ -x $(PY) ]; then \
   $(PY) -m perfmodel.report.blas_kernels $(BLAS_KERNELS) --fallback $(BLAS_FALLBACK); \
   else echo $(BLAS_KERNELS); fi)
-# the notebooks' paper outputs under nbval, one folder per kernel
-NBVAL_OUT ?= build/nbval-outputs
-# (shell text: the `env ...` prefix for the kernel named by the loop variable $$k of a recipe)
+# (the notebooks' paper outputs under nbval, one folder per kernel: NBVAL_OUT, pipeline.mk)
+# (shell text: the `env ...` prefix for the kernel named by the loop variable $$k of a recipe;
+# the same variables as perfmodel.report.blas_kernels.kernel_env, which a test checks)
 BLAS_ENV_K = $$(if [ "$$k" = default ]; then echo env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE; \
                else echo env OPENBLAS_CORETYPE=$$k; fi)
 

@@ -154,7 +154,7 @@ paper-check:
 notebooks-store: $(VENV_STAMP)
 	@for nb in $(NB_SOURCES); do \
 	  echo "execute in place: $$nb"; \
-	  PERFMODEL_PAPER_OUTPUT=$(abspath build/nbval-outputs) \
+	  PERFMODEL_PAPER_OUTPUT=$(abspath $(NBVAL_OUT)) \
 	  $(PY) -m jupyter nbconvert --to notebook --execute --inplace \
 	      --ExecutePreprocessor.kernel_name=python3 --ExecutePreprocessor.timeout=600 $$nb \
 	    || exit 1; \

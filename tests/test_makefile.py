@@ -34,6 +34,20 @@ def test_notebook_validation_runs_under_two_distinct_blas_kernels():
     assert "perfmodel.report.pipeline compare" in out and "build/nbval-outputs/$k" in out
 
 
+def test_the_makefile_and_kernel_env_run_a_kernel_the_same_way():
+    # two places say how a process runs under kernel k: the Makefile's BLAS_ENV_K (shell) and
+    # perfmodel.report.blas_kernels.kernel_env (the probe); they must unset the same variables
+    from perfmodel.report.blas_kernels import KERNEL_VARIABLES, kernel_env
+
+    out = _dry("test-notebooks")
+    unset = "env " + " ".join(f"-u {v}" for v in KERNEL_VARIABLES)
+    assert unset in out
+    base = {v: "x" for v in KERNEL_VARIABLES}
+    assert not set(KERNEL_VARIABLES) & set(kernel_env("default", base))
+    assert kernel_env("Sandybridge", base)["OPENBLAS_CORETYPE"] == "Sandybridge"
+    assert "OPENBLAS_CORETYPE=$k" in out
+
+
 def test_make_test_lints():
     assert "ruff check perfmodel tests scripts benchmarks" in _dry("lint")
 

@@ -48,11 +48,16 @@ _PROBE = (
 )
 
 
+#: the variables that choose OpenBLAS's kernel (unset for ``default``; the Makefile's
+#: ``BLAS_ENV_K`` unsets the same, tests/test_makefile.py checks it)
+KERNEL_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
 def kernel_env(kernel: str, base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment that runs OpenBLAS under ``kernel`` (``default``: unset)."""
     env = dict(os.environ if base is None else base)
-    env.pop("OPENBLAS_CORETYPE", None)
-    env.pop("OPENBLAS_L2_SIZE", None)
+    for name in KERNEL_VARIABLES:
+        env.pop(name, None)
     if kernel != DEFAULT_KERNEL:
         env["OPENBLAS_CORETYPE"] = kernel
     return env
