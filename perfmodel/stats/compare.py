@@ -72,6 +72,7 @@ __all__ = [
     "DEFAULT_MODELS",
     "ModelCandidate",
     "compare",
+    "in_sample_stats",
     "load_trace_arg",
     "make_candidate",
 ]
@@ -269,6 +270,34 @@ def _in_sample(df, y, make, relative, lof_groups) -> dict[str, Any]:
         except InputError:
             pass
     return row
+
+
+def in_sample_stats(df: pd.DataFrame, make, relative: str = DEFAULT_SCALE) -> dict[str, Any]:
+    """In-sample statistics of one candidate fitted on all of ``df`` (those of :func:`compare`).
+
+    The same computation as :func:`compare`'s in-sample columns, for a table
+    whose held-out scores come from elsewhere: ``mape_in``, ``n_params``, and
+    where the candidate has a parameter count ``aic``, ``bic`` and, where some
+    schedules are replicated, the pure-error lack-of-fit test ``lof_F``,
+    ``lof_p`` (:func:`perfmodel.stats.adequacy.lack_of_fit` on the residuals of
+    the ``relative`` scale, groups of identical schedules).
+
+    Parameters
+    ----------
+    df : DataFrame, a step trace with ``duration_ms`` (> 0)
+    make : callable returning an unfitted candidate (``fit(df)``, ``predict(df)``,
+        ``n_params``), as :func:`make_candidate`'s
+    relative : fit scale of the residuals (:mod:`perfmodel.core.scale`)
+    """
+    if not isinstance(df, pd.DataFrame) or "duration_ms" not in df.columns:
+        raise InputError("df must be a step trace (a DataFrame with a duration_ms column)")
+    if not callable(make):
+        raise InputError(f"make must be a callable returning a candidate, got {type(make).__name__}")
+    y = pd.to_numeric(df["duration_ms"], errors="coerce").to_numpy(float)
+    if not np.all(np.isfinite(y) & (y > 0)):
+        raise InputError("duration_ms must hold positive finite times")
+    get_scale(relative)
+    return _in_sample(df, y, make, relative, _lof_groups(df))
 
 
 def _lof_groups(df: pd.DataFrame) -> np.ndarray | None:

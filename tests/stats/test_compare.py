@@ -425,3 +425,26 @@ def test_compare_routes_the_trained_roofline_and_recovers_roofline_steps():
                  baselines=["trained_roofline", "linear"], k=3, in_sample=False,
                  baseline_kwargs=kw, n_boot=50).set_index("name")
     assert t2.loc["trained_roofline", "status"].startswith("skipped: needs per-request")
+
+
+def test_in_sample_stats_is_compares_in_sample_row_and_detects_lack_of_fit():
+    """in_sample_stats gives compare's in-sample columns for one candidate; on replicated data
+    from the true model the lack-of-fit test does not reject, for a line it rejects."""
+    from perfmodel.stats.compare import in_sample_stats, make_candidate
+
+    df = synthetic(n_cfg=60, reps=3)
+    tab = compare(df, models=["seed_ctx_mono"], baselines=["linear"], k=2, n_starts=2,
+                  seed=0).set_index("name")
+    for name, make in (("seed_ctx_mono", lambda: make_candidate("seed_ctx_mono", "model", n_starts=2,
+                                                                seed=0)),
+                       ("linear", lambda: make_candidate("linear", "baseline"))):
+        row = in_sample_stats(df, make)
+        for col in ("mape_in", "aic", "lof_F", "lof_p"):
+            assert row[col] == pytest.approx(tab.loc[name, col], rel=1e-6), (name, col)
+    truth = in_sample_stats(df, lambda: make_candidate("seed_ctx_mono", "model", n_starts=2, seed=0))
+    line = in_sample_stats(df, lambda: make_candidate("linear", "baseline"))
+    assert truth["lof_p"] > 0.01 and line["lof_p"] < 1e-6 and line["lof_F"] > 10 * truth["lof_F"]
+    with pytest.raises(InputError, match="duration_ms"):
+        in_sample_stats(df.drop(columns="duration_ms"), lambda: make_candidate("linear", "baseline"))
+    with pytest.raises(InputError, match="make must be a callable"):
+        in_sample_stats(df, "linear")
