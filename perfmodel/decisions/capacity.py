@@ -27,15 +27,18 @@ Method
    randomness: parameters drawn from bootstrap samples of the fit
    (``boot_samples``) or, without them, from the normal approximation
    ``N(theta_hat, C)`` of the fit covariance (unidentified parameters, and
-   parameters within 1e-8 of their range from a bound, held at their
-   estimates: the others drawn from their conditional normal, as in :class:`perfmodel.stats.predictive.PredictiveDistribution`;
+   parameters at a bound by :func:`perfmodel.core.lsq_result.at_bound`, held
+   at their estimates: the others drawn from their conditional normal, as in
+   :class:`perfmodel.stats.predictive.PredictiveDistribution`;
    draws clipped to the model's bounds); step noise ``inverse(mu, e)`` on
    the fit's scale with ``e ~ N(0, rss/dof)`` (the step part of the same
    predictive distribution; :mod:`perfmodel.core.scale`); with ``run_sd`` > 0
    a run-level factor ``exp(u)``, ``u ~ N(0, run_sd^2)``, on every step of the
    replication (the host's speed from run to run,
    :mod:`perfmodel.stats.run_level`: step noise alone averages away over a run
-   and gives too narrow an interval); a new arrival schedule; and, with
+   and gives too narrow an interval); a new arrival schedule (or, with
+   ``unit_arrivals``, one given schedule for every replication: a measured
+   run's own arrivals, :func:`unit_schedule`); and, with
    ``resample_requests``, a new request sample: ``n`` (prompt, output) pairs
    drawn with replacement from the workload's (:meth:`Workload.resample`),
    for a workload that is itself a sample of the traffic (a benchmark's
@@ -79,7 +82,8 @@ from perfmodel.decisions.simulate import EngineConfig, simulate_closed_loop, sim
 from perfmodel.errors import InputError
 from perfmodel.stats.uncertainty import percentile_interval
 
-__all__ = ["MODES", "StepModelDraw", "capacity", "evaluate_load", "parameter_draws", "run_factors"]
+__all__ = ["MODES", "StepModelDraw", "capacity", "evaluate_load", "parameter_draws", "run_factors",
+           "unit_schedule"]
 
 MODES = ("rate", "concurrency")
 DEFAULT_MAX_RATE = 1e4
@@ -178,6 +182,43 @@ def parameter_draws(fit, n: int, seed: int = 0, boot_samples=None) -> tuple[np.n
 def _unit_arrivals(n: int, seed: int) -> np.ndarray:
     gaps = np.random.default_rng(seed).exponential(1.0, n - 1)
     return np.concatenate([[0.0], np.cumsum(gaps)])
+
+
+def unit_schedule(arrival_s, rate: float) -> np.ndarray:
+    """A measured run's arrival times as a unit-rate schedule for :func:`capacity`.
+
+    Problem: to ask what capacity the model gives for the exact requests and
+    arrivals of one measured open-loop run (not a fresh Poisson schedule), the
+    run's arrival times must be rescaled so that the search's rate ``x``
+    reproduces them at the run's own rate.  Returns ``(arrival_s -
+    arrival_s[0]) * rate``: divided by ``rate`` it gives back the measured
+    schedule (shifted to start at 0), divided by another rate the same
+    pattern stretched or compressed.
+
+    Parameters
+    ----------
+    arrival_s : arrival times (s) of the run's requests, non-decreasing, finite
+    rate : the run's nominal request rate (req/s), e.g. ``--request-rate``
+    """
+    a = np.asarray(arrival_s, dtype=float)
+    if a.ndim != 1 or a.size < 1:
+        raise InputError(f"arrival_s must be a 1-D array of arrival times, got shape {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise InputError("arrival_s must be finite")
+    if np.any(np.diff(a) < 0):
+        raise InputError("arrival_s must be non-decreasing (the order the requests arrived in)")
+    rate = check_positive("rate", rate)
+    return (a - a[0]) * rate
+
+
+def _check_unit_arrivals(u, n: int) -> np.ndarray:
+    a = np.asarray(u, dtype=float)
+    if a.ndim != 1 or a.size != n:
+        raise InputError(f"unit_arrivals must hold one arrival time per request ({n}), "
+                         f"got shape {a.shape}")
+    if not np.all(np.isfinite(a)) or np.any(a < 0) or np.any(np.diff(a) < 0):
+        raise InputError("unit_arrivals must be finite, >= 0 and non-decreasing")
+    return a
 
 
 def evaluate_load(model, workload: Workload, slo: SLO, load: float, *, mode: str = "rate",
@@ -293,8 +334,10 @@ def _search(passes, mode: str, max_load: float, rel_tol: float, start: float = 1
 
 
 def _one_search(model, workload, slo, mode, engine, max_load, rel_tol, arrival_seed,
-                start=1.0):
-    u = _unit_arrivals(workload.n, arrival_seed) if mode == "rate" else None
+                start=1.0, unit_arrivals=None):
+    u = None
+    if mode == "rate":
+        u = _unit_arrivals(workload.n, arrival_seed) if unit_arrivals is None else unit_arrivals
 
     def passes(x):
         e = evaluate_load(model, workload, slo, x, mode=mode, engine=engine, unit_arrivals=u)
@@ -308,7 +351,8 @@ def _replication(task, *, fit, noise, seed, search):
 
     Everything random in it is seeded by ``r`` (its step noise by ``seed + 1000 + r``,
     its arrivals by ``seed + 2000 + r``, its request sample, when resampled, by
-    ``seed + 4000 + r``; its parameters and run factor are drawn before), so the
+    ``seed + 4000 + r``; its parameters and run factor are drawn before; a
+    given ``unit_arrivals`` replaces its arrivals), so the
     answers do not depend on where or in which order the replications run
     (:func:`perfmodel._parallel.map_tasks`).
     """
@@ -319,7 +363,8 @@ def _replication(task, *, fit, noise, seed, search):
         work = work.resample(work.n, seed + 4000 + r)
     a, _, k = _one_search(m, work, search["slo"], search["mode"],
                           search["engine"], search["max_load"], search["rel_tol"],
-                          seed + 2000 + r, start=search["start"])
+                          seed + 2000 + r, start=search["start"],
+                          unit_arrivals=search.get("unit_arrivals"))
     return a, k
 
 
@@ -350,7 +395,8 @@ def capacity(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
              boot_samples=None, noise: bool = True, rel_tol: float = 0.02,
              max_load: float | None = None, seed: int = 0, backend: str = "loky",
              n_jobs: int = 1, scheduler: str | None = None,
-             run_sd: float = 0.0, resample_requests: bool = False) -> dict[str, Any]:
+             run_sd: float = 0.0, resample_requests: bool = False,
+             unit_arrivals=None) -> dict[str, Any]:
     """Highest request rate / concurrency whose simulated SLO attainment meets the target.
 
     Parameters
@@ -381,6 +427,12 @@ def capacity(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
         with replacement from the workload's (module docstring, step 3): the
         interval then carries the sampling of the requests too (False: every
         replication serves exactly the workload's requests)
+    unit_arrivals : arrival times of the workload's requests at a mean rate of
+        one per second (rate mode only), used by the point search and every
+        replication instead of a new Poisson schedule; divided by each rate
+        searched.  :func:`unit_schedule` makes it from a measured run, whose
+        requests are then the workload: the answer for that run's exact
+        requests and arrivals.  None (default): Poisson schedules
 
     Returns
     -------
@@ -397,6 +449,13 @@ def capacity(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
     run_sd = check_positive("run_sd", run_sd, allow_zero=True)
     if not isinstance(resample_requests, (bool, np.bool_)):
         raise InputError(f"resample_requests must be True or False, got {resample_requests!r}")
+    if unit_arrivals is not None:
+        if mode != "rate":
+            raise InputError("unit_arrivals needs mode='rate' (a closed loop has no schedule)")
+        if resample_requests:
+            raise InputError("unit_arrivals belong to the workload's requests: they cannot be "
+                             "combined with resample_requests")
+        unit_arrivals = _check_unit_arrivals(unit_arrivals, workload.n)
     check_backend(backend, scheduler)
     is_fit = hasattr(fit, "rss") and hasattr(fit, "values")
     if (R > 0 or noise) and not is_fit:
@@ -404,7 +463,7 @@ def capacity(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
                          "noise=False for a plain model")
     point_model = StepModelDraw(fit, noise=noise, seed=seed) if is_fit else fit
     answer, capped, n_eval = _one_search(point_model, workload, slo, mode, engine, max_load,
-                                         rel_tol, seed)
+                                         rel_tol, seed, unit_arrivals=unit_arrivals)
     interval = None
     source = None
     if R > 0:
@@ -412,7 +471,8 @@ def capacity(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
         search = {"workload": workload, "slo": slo, "mode": mode, "engine": engine,
                   "max_load": max_load, "rel_tol": rel_tol,
                   "start": answer if answer > 0 else 1.0,
-                  "resample_requests": bool(resample_requests)}
+                  "resample_requests": bool(resample_requests),
+                  "unit_arrivals": unit_arrivals}
         factors = run_factors(R, run_sd, seed + 3000)
         task = partial(_replication, fit=fit, noise=noise, seed=seed, search=search)
         out = map_tasks(task, [(r, thetas[r], factors[r]) for r in range(R)], backend=backend, n_jobs=n_jobs,
@@ -425,16 +485,17 @@ def capacity(fit, workload: Workload, slo: SLO, *, mode: str = "rate",
                     "values": [float(v) for v in vals],
                     "sources": {"parameters": source,
                                 "step_noise": _noise_text(point_model) if noise else "off",
-                                "arrivals": "a new Poisson schedule per replication"
-                                if mode == "rate" else "closed loop (none)",
+                                "arrivals": _arrivals_text(mode, unit_arrivals, True),
                                 "run_level": run_level_text(run_sd),
                                 "requests": _requests_text(workload, resample_requests)}}
-    curve = _curve(point_model, workload, slo, mode, engine, answer, max_load, seed)
+    curve = _curve(point_model, workload, slo, mode, engine, answer, max_load, seed,
+                   unit_arrivals)
     key = "max_rate" if mode == "rate" else "max_concurrency"
     return {
         "mode": mode, key: answer, "feasible": answer > 0, "capped": capped,
         "interval": interval, "slo": slo.as_dict(), "attainment_curve": curve,
         "assumptions": {**_assumptions(fit, workload, engine, mode, noise, point_model),
+                        "arrivals": _arrivals_text(mode, unit_arrivals, False),
                         "run_level": run_level_text(run_sd)},
         "search": {"rel_tol": rel_tol, "max_load": max_load, "evaluations": n_eval,
                    "rule": "doubling from 1, then bisection on the attainment target"},
@@ -464,14 +525,27 @@ def _noise_text(model) -> str:
             "(rss/dof), one draw per step")
 
 
-def _curve(model, workload, slo, mode, engine, answer, max_load, seed):
+def _arrivals_text(mode: str, unit_arrivals, per_replication: bool) -> str:
+    """The arrival schedule a capacity answer used, for its ``assumptions``/``sources``."""
+    if mode != "rate":
+        return "closed loop: each finish issues the next request"
+    if unit_arrivals is not None:
+        return ("the given schedule (unit_arrivals) divided by the rate, the same in every "
+                "replication")
+    if per_replication:
+        return "a new Poisson schedule per replication"
+    return "Poisson, the unit-rate schedule of the seed divided by the rate"
+
+
+def _curve(model, workload, slo, mode, engine, answer, max_load, seed, unit_arrivals=None):
     if mode == "rate":
         base = answer if answer > 0 else _MIN_RATE * 100
         loads = sorted({min(base * f, max_load) for f in _CURVE})
     else:
         base = max(int(answer), 1)
         loads = sorted({min(max(1, round(base * f)), int(max_load)) for f in _CURVE})
-    return [evaluate_load(model, workload, slo, x, mode=mode, engine=engine, arrival_seed=seed)
+    return [evaluate_load(model, workload, slo, x, mode=mode, engine=engine, arrival_seed=seed,
+                          unit_arrivals=unit_arrivals)
             for x in loads]
 
 
@@ -482,8 +556,6 @@ def _assumptions(fit, workload, engine, mode, noise, model) -> dict[str, Any]:
         "fit_trace": prov.get("trace"),
         "workload": workload.describe(),
         "engine": engine.as_dict(),
-        "arrivals": ("Poisson, the unit-rate schedule of the seed divided by the rate"
-                     if mode == "rate" else "closed loop: each finish issues the next request"),
         "step_noise": _noise_text(model) if noise else "off",
         "not_modelled": "prefix caching, asynchronous scheduling, speculative decoding, client "
                         "and network time"

@@ -12,6 +12,7 @@ from perfmodel.decisions.capacity import (
     capacity,
     evaluate_load,
     parameter_draws,
+    unit_schedule,
 )
 from perfmodel.decisions.requests_workload import SLO, Workload, workload_from_lengths
 from perfmodel.decisions.simulate import EngineConfig
@@ -291,3 +292,48 @@ def test_parameter_draws_hold_a_parameter_that_stopped_just_above_its_bound():
     far = SimpleNamespace(**{**vars(fake), "values": np.array([200.0, 1.0])})
     th, _ = parameter_draws(far, 4000, seed=1)
     assert np.std(th[:, 0]) == pytest.approx(38.0, rel=0.05)
+
+
+def test_unit_schedule_gives_back_the_measured_arrivals_at_the_runs_rate():
+    a = np.array([3.0, 3.5, 3.5, 4.25])
+    u = unit_schedule(a, 4.0)
+    assert np.allclose(u, [0.0, 2.0, 2.0, 5.0])
+    assert np.allclose(u / 4.0 + a[0], a)
+    for bad, match in (([1.0, 0.5], "non-decreasing"), ([0.0, np.nan], "finite"),
+                       ([], "1-D")):
+        with pytest.raises(InputError, match=match):
+            unit_schedule(bad, 1.0)
+    with pytest.raises(InputError, match="rate"):
+        unit_schedule(a, 0.0)
+
+
+def test_given_arrivals_serve_every_search_and_burstier_arrivals_lower_the_answer(fit):
+    """With ``unit_arrivals`` the point search and every replication use that schedule (the
+    replications then differ only by parameters, noise and run factor); a schedule whose
+    requests come in bursts of ten at once, at the same mean rate as an evenly spaced one,
+    gives a lower capacity: the answer depends on the arrivals it is given."""
+    n = 60
+    w = Workload(np.full(n, 64), np.full(n, 16))
+    slo = SLO.parse("ttft_p95=150,tpot_p95=40")
+    kw = {"engine": EngineConfig(max_num_seqs=16, max_num_batched_tokens=256),
+          "rel_tol": 0.02, "noise": False}
+    even = np.arange(n, dtype=float)
+    bursts = np.repeat(np.arange(0, n, 10, dtype=float), 10)
+    d_even = capacity(fit, w, slo, replications=0, unit_arrivals=even, **kw)
+    d_burst = capacity(fit, w, slo, replications=0, unit_arrivals=bursts, **kw)
+    assert 0 < d_burst["max_rate"] < 0.9 * d_even["max_rate"]
+    assert "given schedule" in d_even["assumptions"]["arrivals"]
+    # the answer is the one evaluate_load confirms on that schedule
+    ok = evaluate_load(fit, w, slo, d_even["max_rate"], engine=kw["engine"], unit_arrivals=even)
+    assert ok["attainment"] >= slo.attainment
+    # no parameter uncertainty, no noise, no run term: every replication is the point answer
+    d = capacity(fit, w, slo, replications=3, unit_arrivals=even,
+                 boot_samples=np.tile(fit.values, (20, 1)), **kw)
+    assert d["interval"]["values"] == [d["max_rate"]] * 3
+    assert "given schedule" in d["interval"]["sources"]["arrivals"]
+    for call, match in (({"unit_arrivals": even[:-1]}, "one arrival time per request"),
+                        ({"unit_arrivals": even[::-1]}, "non-decreasing"),
+                        ({"unit_arrivals": even, "mode": "concurrency"}, "mode='rate'"),
+                        ({"unit_arrivals": even, "resample_requests": True}, "resample_requests")):
+        with pytest.raises(InputError, match=match):
+            capacity(fit, w, slo, replications=0, **kw, **call)
