@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import fields
 
 from perfmodel._parallel import check_backend
@@ -12,7 +13,7 @@ from perfmodel.cli.common import (
     add_run_level_arguments,
     run_level_sd,
 )
-from perfmodel.decisions.capacity import capacity
+from perfmodel.decisions.capacity import capacity, unit_schedule
 from perfmodel.decisions.requests_workload import SLO, load_workload_file, workload_from_lengths
 from perfmodel.decisions.simulate import POLICIES, ROUTINGS, EngineConfig, estimate_step_overhead
 from perfmodel.decisions.tune import DEFAULT_SEQS, DEFAULT_TOKENS, tune_token_budget
@@ -104,6 +105,11 @@ def add_capacity_arguments(parser) -> None:
                              "a sample of the traffic, e.g. a benchmark's prompts)")
     parser.add_argument("--rel-tol", type=float, default=0.02,
                         help="relative precision of the answer (default 0.02)")
+    parser.add_argument("--recorded-arrivals", type=float, default=None, metavar="RATE",
+                        help="search on the --workload file's recorded arrival times, recorded "
+                             "at RATE req/s (the run's --request-rate), rescaled to each rate "
+                             "searched, instead of new Poisson schedules: the answer for that "
+                             "run's exact requests and arrivals (rate mode)")
 
 
 def add_tune_arguments(parser) -> None:
@@ -177,6 +183,22 @@ def _answer_text(d: dict, key: str, unit: str) -> str:
     return s
 
 
+def _recorded_arrivals(args, workload):
+    """``--recorded-arrivals RATE``: the workload file's arrival times at unit rate, or None."""
+    if args.recorded_arrivals is None:
+        return None
+    if not args.workload or args.num_requests is not None:
+        raise InputError("--recorded-arrivals needs --workload FILE with its requests as they "
+                         "are (no --num-requests)")
+    if workload.arrival_s is None:
+        raise InputError(f"--recorded-arrivals: the workload file {args.workload} records no "
+                         "arrival times")
+    if not math.isfinite(args.recorded_arrivals) or args.recorded_arrivals <= 0:
+        raise InputError(f"--recorded-arrivals must be the positive request rate the file was "
+                         f"recorded at, got {args.recorded_arrivals}")
+    return unit_schedule(workload.arrival_s, args.recorded_arrivals)
+
+
 def capacity_command(args) -> tuple[str, dict]:
     """Run ``perfmodel capacity``; return (text, JSON-safe dict)."""
     check_backend(args.backend, args.scheduler)
@@ -187,7 +209,8 @@ def capacity_command(args) -> tuple[str, dict]:
                  noise=not args.no_noise, rel_tol=args.rel_tol, max_load=args.max_load,
                  seed=args.seed, backend=args.backend, n_jobs=args.jobs,
                  scheduler=args.scheduler, run_sd=run_sd,
-                 resample_requests=args.resample_requests)
+                 resample_requests=args.resample_requests,
+                 unit_arrivals=_recorded_arrivals(args, workload))
     if est is not None:
         d["assumptions"]["overhead_estimate"] = est._asdict()
     if run_est is not None:

@@ -62,7 +62,8 @@ from perfmodel.errors import InputError
 
 __all__ = ["METRICS", "VLLM_CPU_SERVE_DEFAULTS", "attained", "budget_replicates", "budget_table",
            "capacity_check", "client_delays", "client_label", "client_loop", "error_table",
-           "estimate_client_delays", "failure_point_verdict", "fit_run", "goodput", "repeat_spread", "replay_run", "replay_settings", "run_limits",
+           "estimate_client_delays", "failure_point_verdict", "fit_run", "goodput",
+           "open_loop_runs", "repeat_spread", "replay_run", "replay_settings", "run_limits",
            "validate_series"]
 
 #: request metrics compared, each at p50 and p99
@@ -507,6 +508,30 @@ def repeat_spread(result, prefix: str = "repeat-") -> dict[str, float]:
     return out
 
 
+def open_loop_runs(result) -> pd.DataFrame:
+    """The runs a capacity answer is checked against, one row per run.
+
+    Open-loop runs (a finite request rate, no concurrency cap) of
+    :func:`validate_series`' ``result`` with the engine limits its capacity
+    was computed for.  Columns: ``rate`` (req/s), ``run`` (folder name),
+    ``measured`` and ``predicted`` (share of requests within the SLO: the
+    run's and its replay's), sorted by rate and name.  :func:`capacity_check`
+    aggregates these per rate.
+    """
+    res = _check_result(result)
+    lim = (res.get("capacity") or {}).get("engine")
+    if lim is None:
+        raise InputError("result has no capacity answer (validate_series' 'capacity')")
+    rows = [{"rate": r["request_rate"], "run": n, "measured": r["attainment"]["measured"],
+             "predicted": r["attainment"]["predicted"]}
+            for n, r in res["runs"].items()
+            if r["engine"] == lim and r.get("max_concurrency") is None
+            and math.isfinite(r["request_rate"])]
+    if not rows:
+        raise InputError("no open-loop run with the capacity's engine limits")
+    return pd.DataFrame(rows).sort_values(["rate", "run"], ignore_index=True)
+
+
 def capacity_check(result, target: float | None = None) -> dict:
     """The capacity answer against measured SLO attainment per request rate.
 
@@ -531,15 +556,7 @@ def capacity_check(result, target: float | None = None) -> dict:
     cap = res.get("capacity") or {}
     if cap.get("max_rate") is None:
         raise InputError("result has no capacity answer (validate_series' 'capacity')")
-    lim = cap["engine"]
-    rows = [{"rate": r["request_rate"], "run": n, "measured": r["attainment"]["measured"],
-             "predicted": r["attainment"]["predicted"]}
-            for n, r in res["runs"].items()
-            if r["engine"] == lim and r.get("max_concurrency") is None
-            and math.isfinite(r["request_rate"])]
-    if not rows:
-        raise InputError("no open-loop run with the capacity's engine limits")
-    df = pd.DataFrame(rows).groupby("rate").agg(
+    df = open_loop_runs(res).groupby("rate").agg(
         runs=("run", "count"), measured=("measured", "min"),
         predicted=("predicted", "min")).reset_index()
     df["meets"] = df["measured"] >= target

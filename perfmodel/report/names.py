@@ -7,11 +7,13 @@ Code and the command line name a candidate by its registry identifier
 :data:`perfmodel.stats.baselines.BASELINES`); a figure or table of the paper
 should name it in words, the same words everywhere (the labels of the
 comparison notebooks, e.g. "seed (identifiable)", "DistServe form").  This
-module is the one mapping from identifier to prose name.  It imports nothing,
+module is the one mapping from identifier to prose name, for the candidates
+and for the simulator's batching policies
+(:data:`perfmodel.decisions.simulate.engine.POLICIES`).  It imports nothing,
 so the report layer stays importable without numpy.
 
 Verified against: ``tests/report/test_names.py`` checks that every registered
-model and baseline has a distinct prose name.
+model, baseline and batching policy has a distinct prose name.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from types import MappingProxyType
 
 from perfmodel.errors import InputError
 
-__all__ = ["PROSE_NAMES", "prose_name"]
+__all__ = ["POLICY_PROSE_NAMES", "PROSE_NAMES", "policy_prose_name", "prose_name"]
 
 #: registry identifier -> prose name (models first, then baselines)
 PROSE_NAMES = MappingProxyType({
@@ -74,3 +76,30 @@ def prose_name(name: str, *, record: str | None = None) -> str:
     except KeyError:
         raise InputError(f"no prose name for {name!r}; known: {sorted(PROSE_NAMES)}") from None
     return f"model of record ({prose})" if name == record else prose
+
+
+#: batching-policy identifier -> prose name (perfmodel.decisions.simulate.engine.POLICIES)
+POLICY_PROSE_NAMES = MappingProxyType({
+    "decode_first": "decode first",
+    "prefill_first": "prefill first",
+    "fcfs": "first come, first served",
+})
+
+
+def policy_prose_name(name: str) -> str:
+    """The prose name of the batching policy called ``name`` (e.g. ``'decode_first'``).
+
+    Raises
+    ------
+    InputError
+        ``name`` is not a string or not a known policy.
+
+    Examples
+    --------
+    >>> policy_prose_name("decode_first")
+    'decode first'
+    """
+    if not isinstance(name, str) or name not in POLICY_PROSE_NAMES:
+        raise InputError(f"no prose name for the policy {name!r}; known: "
+                         f"{sorted(POLICY_PROSE_NAMES)}")
+    return POLICY_PROSE_NAMES[name]

@@ -467,6 +467,18 @@ def test_capacity_and_sla_read_a_bench_result_file(ctx_fit_json, tmp_path, run):
     assert w["resampled"]["from_requests"] == 40
     lo, hi = min(d["input_lens"]), max(d["input_lens"])
     assert lo <= w["prompt_tokens_range"][0] <= w["prompt_tokens_range"][1] <= hi
+    # the file's own requests and recorded arrivals (start times 100-110 s, recorded at 4 req/s)
+    rc, stdout, err = run(["capacity", ctx_fit_json, "--slo", "ttft_p99=1000,tpot_p99=50",
+                           "--workload", p, "--recorded-arrivals", 4, "--replications", 0,
+                           "--rel-tol", 0.05, "--json"])
+    assert rc == 0, err
+    assert "given schedule" in json.loads(stdout)["assumptions"]["arrivals"]
+    base = ["capacity", ctx_fit_json, "--slo", "ttft_p99=1000", "--workload", p,
+            "--replications", 0]
+    for extra, message in ((["--recorded-arrivals", 4, "--num-requests", 80], "no --num-requests"),
+                           (["--recorded-arrivals", 0], "positive request rate")):
+        rc, _, err = run([*base, *extra])
+        assert rc == 2 and message in err and len(err.strip().splitlines()) == 1, err
     rc, stdout, err = run(["sla", ctx_fit_json, "--batch-size", 8, "--target-ms", 120,
                            "--workload", p, "--json"])
     assert rc == 0, err

@@ -130,6 +130,11 @@ def test_paper_items_on_a_hand_built_result():
     assert chk["first_fail"] == 4.0 and chk["last_pass"] == 1.0 and chk["inside"] is False
     assert chk["verdict"] == "misses"          # the interval [4.7, 7.7] lies above (1, 4]
     assert set(chk["per_rate"]["rate"]) == {1.0, 4.0, 5.5, 6.0, 8.0}   # no budget, no closed loop
+    runs = rc.open_loop_runs(res)                 # the same runs, one row each, by rate
+    assert runs["rate"].is_monotonic_increasing and len(runs) == chk["per_rate"]["runs"].sum()
+    at4 = runs[runs.rate == 4.0]
+    assert at4["measured"].min() == chk["per_rate"].set_index("rate").loc[4.0, "measured"]
+    assert "repeat-2" in set(at4["run"])
     res["runs"]["repeat-2"]["attainment"]["measured"] = 1.0
     chk = rc.capacity_check(res)
     assert (chk["last_pass"], chk["first_fail"], chk["inside"]) == (5.5, 6.0, True)

@@ -4,8 +4,9 @@ from __future__ import annotations
 import pytest
 
 from perfmodel.core.model import MODELS, RECOMMENDED
+from perfmodel.decisions.simulate.engine import POLICIES
 from perfmodel.errors import InputError
-from perfmodel.report.names import PROSE_NAMES, prose_name
+from perfmodel.report.names import POLICY_PROSE_NAMES, PROSE_NAMES, policy_prose_name, prose_name
 from perfmodel.stats.baselines import BASELINES
 
 
@@ -29,3 +30,12 @@ def test_prose_name_marks_the_model_of_record():
 def test_prose_name_rejects_unknown_names(bad):
     with pytest.raises(InputError):
         prose_name(bad)
+
+
+def test_every_batching_policy_has_a_distinct_prose_name():
+    assert set(POLICY_PROSE_NAMES) == set(POLICIES)
+    prose = [policy_prose_name(p) for p in POLICIES]
+    assert len(set(prose)) == len(prose) and not any("_" in p for p in prose)
+    for bad in ("decode-first", None):
+        with pytest.raises(InputError, match="policy"):
+            policy_prose_name(bad)
