@@ -30,12 +30,10 @@ import numpy as np
 from scipy import optimize
 
 from perfmodel._parallel import one_blas_thread
-from perfmodel.core.lsq_result import (  # noqa: F401 - re-exported (one place: lsq_result)
-    MAX_RELATIVE_STDERR,
+from perfmodel.core.lsq_result import (  # CurveFit re-exported (one place: lsq_result)
     STATUS_MESSAGES,
     CurveFit,
     covariance,
-    near_bound,
 )
 from perfmodel.core.lsq_result import at_bound as bound_rule
 from perfmodel.core.model import Model, get_model

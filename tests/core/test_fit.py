@@ -154,7 +154,7 @@ def test_a_parameter_at_bound_does_not_erase_the_others_errors():
 
 def test_covariance_flags_a_tiny_but_nonzero_column_as_unidentified():
     """A saturated exp term has a Jacobian column of 1e-93, not 0: still unidentified."""
-    from perfmodel.core.fit import covariance
+    from perfmodel.core.lsq_result import covariance
 
     rng = np.random.default_rng(0)
     J = np.column_stack([rng.normal(size=50), rng.normal(size=50), 1e-93 * rng.normal(size=50)])
@@ -269,7 +269,7 @@ def test_the_covariance_of_identified_parameters_is_conditional_on_the_unidentif
     # a column the data do not determine (tiny, as a saturated exp term's) but correlated with
     # the others: the identified parameters' covariance is the one without that column, not a
     # marginal one that moves with where along the flat direction the solver stopped
-    from perfmodel.core.fit import covariance
+    from perfmodel.core.lsq_result import covariance
 
     rng = np.random.default_rng(1)
     a, b = rng.normal(size=60), rng.normal(size=60)
