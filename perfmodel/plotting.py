@@ -78,13 +78,25 @@ def qq_plot(resid: Any, ax=None, *, standardize: bool = True):
     return ax
 
 
-def log_axis_ticks(ax, axis: str = "y"):
-    """Label a logarithmic axis at 1-2-5 steps in plain numbers.
+def _plain_number(v: float) -> str:
+    """A tick value in plain digits: ``f"{v:.6g}"`` with a short exponent (``1e-15``, ``1e6``)."""
+    text = f"{v:.6g}"
+    mant, sep, exp = text.partition("e")
+    return f"{mant}e{int(exp)}" if sep else text
 
-    Matplotlib labels a log axis only at powers of ten, so an axis spanning
-    less than a decade (e.g. errors from 3 to 60 %) gets one label or none.
-    This puts labelled ticks at 1, 2, 5 x 10^k inside the current limits (and
-    no minor labels). Call it after the data are drawn.
+
+def log_axis_ticks(ax, axis: str = "y", *, base: int = 10, steps=None, every: int = 1):
+    """Label a logarithmic axis in plain numbers (no exponents), at chosen steps.
+
+    Matplotlib labels a log axis only at powers of ten written as
+    ``$10^{k}$`` (and a base-2 axis as ``$2^{k}$``), so an axis spanning less
+    than a decade (e.g. errors from 3 to 60 %) gets one label or none, and
+    the exponents print at 0.7 times the tick label size (see
+    :func:`perfmodel.report.paperio.printed_font_pt`).  This puts labelled
+    ticks at ``s * base**k`` for each ``s`` in ``steps`` inside the current
+    limits, written as plain numbers (``0.5``, ``20``, ``128``, and
+    ``1e-15`` beyond six digits), and no minor labels.  Call it after the
+    data are drawn (it reads the current limits).
 
     Parameters
     ----------
@@ -92,25 +104,60 @@ def log_axis_ticks(ax, axis: str = "y"):
         Axes whose ``axis`` is logarithmic.
     axis : {"x", "y"}
         Which axis.
+    base : {10, 2}, default 10
+        Ticks at multiples of powers of ``base``.
+    steps : sequence of float, optional
+        Multipliers ``s`` (each ``1 <= s < base``) of each power.  Default
+        ``(1, 2, 5)`` for base 10 (the 1-2-5 ticks) and ``(1,)`` for base 2
+        (powers of two); ``(1,)`` with base 10 labels decades only.
+    every : int, default 1
+        Label only the powers ``base**k`` with ``k`` a multiple of ``every``
+        (e.g. ``every=3`` with ``steps=(1,)``: 1e-6, 0.001, 1, 1000 on an
+        axis spanning many decades); the skipped powers get unlabelled minor
+        ticks.
 
     Returns
     -------
     matplotlib.axes.Axes
+
+    Raises
+    ------
+    perfmodel.errors.InputError
+        For an ``axis`` other than ``"x"``/``"y"``, a ``base`` other than 10
+        or 2, ``steps`` outside ``[1, base)``, an ``every`` that is not a
+        positive integer, or an axis without positive finite limits.
     """
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
     if axis not in ("x", "y"):
         raise InputError(f"`axis` must be 'x' or 'y', got {axis!r}")
+    if isinstance(base, bool) or base not in (10, 2):
+        raise InputError(f"`base` must be 10 or 2, got {base!r}")
+    if steps is None:
+        steps = (1.0, 2.0, 5.0) if base == 10 else (1.0,)
+    try:
+        mult = np.asarray(steps, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise InputError(f"`steps` must be numbers in [1, {base}), got {steps!r}") from None
+    if mult.size == 0 or not np.all((mult >= 1.0) & (mult < base)):
+        raise InputError(f"`steps` must be numbers in [1, {base}), got {steps!r}")
+    if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
+        raise InputError(f"`every` must be a positive integer, got {every!r}")
     ax = get_ax(ax, needs="get_ylim")
     lo, hi = ax.get_ylim() if axis == "y" else ax.get_xlim()
     if not (np.isfinite(lo) and np.isfinite(hi) and 0 < lo < hi):
         raise InputError(f"the {axis} axis needs positive finite limits, got ({lo}, {hi})")
-    k = np.arange(np.floor(np.log10(lo)), np.ceil(np.log10(hi)) + 1)
-    ticks = np.sort((np.array([1.0, 2.0, 5.0])[:, None] * 10.0 ** k).ravel())
-    ticks = ticks[(ticks >= lo) & (ticks <= hi)]
+    logb = np.log(base)
+    k = np.arange(np.floor(np.log(lo) / logb) - 1, np.ceil(np.log(hi) / logb) + 1)
+    powers = float(base) ** k
+    ticks = np.unique(mult[:, None] * powers[k % every == 0])
+    ticks = ticks[(ticks >= lo * (1 - 1e-9)) & (ticks <= hi * (1 + 1e-9))]
     target = ax.yaxis if axis == "y" else ax.xaxis
     target.set_major_locator(FixedLocator(ticks))
-    target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    target.set_major_formatter(FuncFormatter(lambda v, _pos: _plain_number(v)))
+    if every > 1:
+        skipped = powers[k % every != 0]
+        target.set_minor_locator(FixedLocator(skipped[(skipped >= lo) & (skipped <= hi)]))
     target.set_minor_formatter(NullFormatter())
     return ax
 

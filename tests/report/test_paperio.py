@@ -385,6 +385,36 @@ def test_printed_font_pt_scales_with_the_shown_width(tmp_path):
     plt.close(fig)
 
 
+def test_printed_font_pt_counts_mathtext_scripts_at_their_drawn_size(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.mathtext import MathTextParser
+
+    # the factor is matplotlib's own: the exponent of an 8 pt $10^{2}$ is drawn at 5.6 pt
+    glyphs = MathTextParser("path").parse(r"$10^{2}$", dpi=72, prop=FontProperties(size=8)).glyphs
+    assert [g[1] for g in glyphs] == pytest.approx([8.0, 8.0, 8.0 * pio.SCRIPT_SCALE])
+    assert pio.SCRIPT_SCALE == pytest.approx(0.7)
+
+    def shown_at_own_width(label):
+        fig, ax = plt.subplots(figsize=(3, 2))
+        ax.set_xticks([0.5], [label], fontsize=8)
+        ax.set_yticks([])
+        fig.canvas.draw()
+        width = fig.get_tightbbox(fig.canvas.get_renderer()).width + 0.2  # as saved
+        try:
+            return pio.printed_font_pt(fig, width)
+        finally:
+            plt.close(fig)
+
+    assert shown_at_own_width(r"$10^{2}$") == pytest.approx(5.6)
+    assert shown_at_own_width(r"$\tau_{0}$") == pytest.approx(5.6)
+    assert shown_at_own_width("100") == pytest.approx(8.0)
+    assert shown_at_own_width(r"cost \$5 or $x$") == pytest.approx(8.0)  # math, no script
+
+
 def test_stack_breaks_a_header_into_lines():
     assert pio.stack("TTFT p50", "(ms)") == r"\begin{tabular}[b]{@{}c@{}}TTFT p50 \\{}(ms)\end{tabular}"
     assert pio.stack("one") == "one"

@@ -444,3 +444,42 @@ def test_log_axis_ticks_labels_a_short_log_axis():
             plotting.log_axis_ticks(ax)
     finally:
         plt.close(fig)
+
+
+def _tick_labels(axis):
+    return [axis.get_major_formatter()(v, i) for i, v in enumerate(axis.get_majorticklocs())]
+
+
+def test_log_axis_ticks_plain_decades_and_powers_of_two():
+    fig, ax = plt.subplots()
+    try:
+        # a long decade axis, every third decade labelled, exponents written plainly
+        ax.semilogy([1, 2], [1e-15, 1.0])
+        ax.set_ylim(3e-16, 3.0)
+        plotting.log_axis_ticks(ax, steps=(1,), every=3)
+        assert_allclose(ax.get_yticks(), [1e-15, 1e-12, 1e-9, 1e-6, 1e-3, 1.0])
+        assert _tick_labels(ax.yaxis) == ["1e-15", "1e-12", "1e-9", "1e-6", "0.001", "1"]
+        assert_allclose(ax.yaxis.get_minorticklocs(),
+                        [1e-14, 1e-13, 1e-11, 1e-10, 1e-8, 1e-7, 1e-5, 1e-4, 1e-2, 1e-1])
+        assert ax.yaxis.get_minor_formatter()(1e-14, 0) == ""
+        # base 2: every power of two in plain digits, no $2^{k}$
+        ax.set_xscale("log", base=2)
+        ax.set_xlim(0.9, 300)
+        plotting.log_axis_ticks(ax, "x", base=2)
+        assert_allclose(ax.get_xticks(), [1, 2, 4, 8, 16, 32, 64, 128, 256])
+        assert _tick_labels(ax.xaxis) == ["1", "2", "4", "8", "16", "32", "64", "128", "256"]
+        plotting.log_axis_ticks(ax, "x", base=2, every=2)
+        assert _tick_labels(ax.xaxis) == ["1", "4", "16", "64", "256"]
+        # large decades
+        ax.set_xscale("log", base=10)
+        ax.set_xlim(50, 2e6)
+        plotting.log_axis_ticks(ax, "x", steps=(1,))
+        assert _tick_labels(ax.xaxis) == ["100", "1000", "10000", "100000", "1e6"]
+        fig.canvas.draw()
+        assert not any("$" in t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels())
+        for bad in ({"base": 3}, {"base": True}, {"steps": (0.5,)}, {"steps": (1, 10)},
+                    {"steps": ()}, {"steps": "a"}, {"every": 0}, {"every": 1.5}):
+            with pytest.raises(InputError):
+                plotting.log_axis_ticks(ax, "x", **bad)
+    finally:
+        plt.close(fig)

@@ -57,6 +57,7 @@ from perfmodel.report.paperio.macros import (
 from perfmodel.report.paperio.make_helpers import notebook_deps, strip_notebook
 from perfmodel.report.paperio.notebook import (
     PAPER_RC,
+    SCRIPT_SCALE,
     PaperOutputs,
     notebook_setup,
     printed_font_pt,
@@ -65,6 +66,7 @@ from perfmodel.report.paperio.notebook import (
 
 __all__ = [
     "PAPER_RC",
+    "SCRIPT_SCALE",
     "PaperOutputs",
     "assemble_numbers",
     "find_root",

@@ -5,6 +5,7 @@ See :mod:`perfmodel.report.paperio`; verified in ``tests/report/test_paperio.py`
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,22 @@ def save_figure(fig, name: str, *, folder: str | os.PathLike, formats: Iterable[
     return out
 
 
+#: Size of a mathtext sub- or superscript relative to its text's font size.
+#: Matplotlib's mathtext draws the ``2`` of ``$10^{2}$`` and the ``0`` of
+#: ``$\tau_{0}$`` at 0.7 times the label's size (its ``SHRINK_FACTOR``); with
+#: matplotlib 3.11 and the DejaVu Sans math font,
+#: ``matplotlib.mathtext.MathTextParser("path").parse(r"$10^{2}$", prop=FontProperties(size=8))``
+#: gives glyphs of 8, 8 and 5.6 pt, which ``tests/report/test_paperio.py`` checks.
+SCRIPT_SCALE = 0.7
+
+_MATH = re.compile(r"(?<!\\)\$(.*?)(?<!\\)\$", re.DOTALL)
+
+
+def _has_script(text: str) -> bool:
+    """Whether ``text`` has mathtext (between unescaped ``$``) with a ``^`` or ``_``."""
+    return any(("^" in m or "_" in m) for m in _MATH.findall(text))
+
+
 def printed_font_pt(fig, shown_width: float) -> float:
     """The smallest text size (pt) of ``fig`` once shown ``shown_width`` inches wide.
 
@@ -60,10 +77,21 @@ def printed_font_pt(fig, shown_width: float) -> float:
     :func:`save_figure` writes it) and included at ``shown_width`` inches is
     scaled by ``shown_width / W``, and so is every font in it; a 9 pt label
     of a 10-inch figure set at the text width prints at 5.7 pt.  This
-    returns ``min(font size) * shown_width / W`` over the visible, non-empty
+    returns ``min(size) * shown_width / W`` over the visible, non-empty
     texts (tick labels, labels, titles, legends, annotations) so that a
-    notebook can check its figure prints at a readable size.  Verified in
-    ``tests/report/test_paperio.py`` against a figure of known size.
+    notebook can check its figure prints at a readable size.
+
+    The size of a text is its font size, except that a text whose string
+    has mathtext (between ``$`` signs) with a superscript or subscript
+    (``^`` or ``_``) counts at :data:`SCRIPT_SCALE` (0.7) times its font
+    size: matplotlib draws the scripts smaller than the label, so the
+    exponent of a log tick label ``$10^{2}$`` or the subscript of
+    ``$k_{B}$`` is the smallest print in it, and
+    ``Text.get_fontsize()`` (the whole label's size) misses it.  Nested
+    scripts (``$x^{a^{b}}$``, 0.49) are counted at 0.7 as well.
+
+    Verified in ``tests/report/test_paperio.py`` against a figure of known
+    size, and against the glyph sizes of matplotlib's mathtext parser.
     """
     if not hasattr(fig, "get_tightbbox") or not hasattr(fig, "canvas"):
         raise InputError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
@@ -74,7 +102,8 @@ def printed_font_pt(fig, shown_width: float) -> float:
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     width = fig.get_tightbbox(renderer).width + 2 * 0.1  # inches; savefig pads 0.1 in per side
-    sizes = [t.get_fontsize() for t in fig.findobj(Text)
+    sizes = [t.get_fontsize() * (SCRIPT_SCALE if _has_script(t.get_text()) else 1.0)
+             for t in fig.findobj(Text)
              if t.get_visible() and t.get_text().strip() and t.get_window_extent(renderer).width > 0
              and fig.bbox.overlaps(t.get_window_extent(renderer))]
     if not sizes:
