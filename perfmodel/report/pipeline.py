@@ -122,8 +122,10 @@ def pipeline_outputs(root: str | os.PathLike) -> list[Path]:
 #: line, or the prefixes of the lines concerned), and why.  Not a tolerance: the differences
 #: are printed, and removing the cause removes the entry.
 KERNEL_DEPENDENT = (
-    {"macros": ("CapPt", "RcConfIv", "RcConfPlace", "RcConfNStatsPass", "RepCap", "RepIv"),
+    {"macros": ("CapOwn", "CapPt", "RcConfIv", "RcConfPlace", "RcConfNStatsPass", "RepCap",
+                "RepIv"),
      "tables": {"real_client_budget_replicates.tex": None,
+                "real_client_capacity_own.tex": None,
                 "real_client_capacity_points.tex": None,
                 "real_client_confirmation.tex": None,
                 "real_client_confirmation_placement.tex": None,
