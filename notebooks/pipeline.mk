@@ -56,7 +56,7 @@ NBVAL_ARGS    := --nbval-lax --nbval-sanitize-with notebooks/nbval_sanitize.cfg 
 $(NB_BUILD)/01_data_overview.ipynb: $(wildcard data/vllm-cpu/* data/gpu/*)
 $(NB_BUILD)/10_gpu_datasets.ipynb: $(wildcard data/gpu/*)
 $(NB_BUILD)/14_confirmation.ipynb: $(wildcard data/vllm-cpu-confirmation/*/*)
-$(NB_BUILD)/15_gpu_confirmation.ipynb: $(wildcard data/gpu-confirmation/*/* data/gpu-confirmation-h200/*/*)
+$(NB_BUILD)/15_gpu_confirmation.ipynb: $(wildcard data/gpu-confirmation/*/* data/gpu-confirmation-h200/*/* data/gpu-confirmation-h200-lease*/*/*)
 # 20_step_peers: the H200 trace, the GPU confirmation traces, the vLLM-CPU mixed runs and the
 # peers' stated accuracies (data/literature/peer_claims.csv)
 $(NB_BUILD)/20_step_peers.ipynb: $(wildcard data/gpu/* data/gpu-confirmation/*/* data/vllm-cpu/*/* \

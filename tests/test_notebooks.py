@@ -209,7 +209,8 @@ def _hand_typed_numbers(tex: str) -> list[str]:
     body = "\n".join(re.sub(r"(?<!\\)%.*", "", line) for line in body.splitlines())
     for name in _NAME_ALLOWED:
         body = body.replace(name, " ")
-    body = re.sub(r"\brun~?\s*\d\b", " ", body)  # names of runs ("run 1 to run 2"), not counts
+    # names of runs and leases ("run 1 to run 2", "runs 1, 2 and lease 2"), not counts
+    body = re.sub(r"\b(runs?|leases?)~?\s*\d(\s*(,|and)\s*\d)*\b", " ", body)
     body = re.sub(r"\\(cite|ref|label|eqref|input|includegraphics|url|href|texttt|"
                   r"bibliography|bibliographystyle)\{[^}]*\}", " ", body)
     body = re.sub(r"\\(begin|end)\{[^}]*\}(\[[^\]]*\])?", " ", body)
@@ -264,6 +265,7 @@ def _hand_typed_numbers(tex: str) -> list[str]:
     ("TPOT is over-predicted almost threefold", ["threefold"]),
     ("under-predicted by more than two thirds", ["two thirds"]),
     ("times span two to three orders of magnitude", ["two to three orders of magnitude"]),
+    ("in 12 runs from two leases", ["12"]),
 ])
 def test_hand_typed_check_flags_quantities(text, flagged):
     assert sorted(_hand_typed_numbers(text)) == sorted(flagged)
@@ -276,6 +278,7 @@ def test_hand_typed_check_flags_quantities(text, flagged):
     "$1-\\E^{-k_B B}$ at $B=1$ and \\[ T = 2 S \\]",
     "\\caption{Two runs in \\texttt{data/gpu-1/}, see Table~\\ref{tab:x}.}",
     "fitted on run 1 and predicting run 2 of the H100 traces",
+    "calibrated across runs 1, 2 and lease~2, or runs 1 and 2, applied to lease 3",
 ])
 def test_hand_typed_check_allows_names_words_and_macros(text):
     assert _hand_typed_numbers(text) == []

@@ -122,10 +122,12 @@ def pipeline_outputs(root: str | os.PathLike) -> list[Path]:
 #: line, or the prefixes of the lines concerned), and why.  Not a tolerance: the differences
 #: are printed, and removing the cause removes the entry.
 KERNEL_DEPENDENT = (
-    {"macros": ("CapOwn", "CapPt", "RcConfIv", "RcConfPlace", "RcConfNStatsPass", "RepCap",
-                "RepIv"),
+    {"macros": ("CapOwn", "CapPt", "CapSwapArr", "CapSwapGen", "CapSwapNRecBelowPois",
+                "CapSwapOwn", "CapSwapPois", "CapSwapRec", "CapSwapReq", "RcConfIv",
+                "RcConfPlace", "RcConfNStatsPass", "RepCap", "RepIv"),
      "tables": {"real_client_budget_replicates.tex": None,
                 "real_client_capacity_own.tex": None,
+                "real_client_capacity_swap.tex": None,
                 "real_client_capacity_points.tex": None,
                 "real_client_confirmation.tex": None,
                 "real_client_confirmation_placement.tex": None,
@@ -137,6 +139,12 @@ KERNEL_DEPENDENT = (
             "fits) and the undetermined k_B stops elsewhere on its ridge; the draws differ by "
             "about 1 % of their sd, and the simulator carries that to the last printed digit "
             "of an interval end and a count of runs inside by one"},
+    {"macros": ("GpuIntLease",), "tables": {"gpu_confirmation_h200_leases.tex": None},
+     "why": "interval coverage on another lease's H200 run of calibrations across runs: each "
+            "calibration score comes from a refit on the other runs, whose undetermined k_B "
+            "and bound tau_S stop at kernel-dependent points; the coverage of the H100 analogue "
+            "(runs 1 and 2 on run 3) moved by a point between the two kernels, so a whole "
+            "percent can too"},
     {"macros": ("NistMinStderrLreExcl",), "tables": {},
      "why": "the fewest correct digits of a certified standard error on the NIST problems "
             "excluded from the pass count: a rounding-level quantity"},

@@ -63,8 +63,8 @@ class LackOfFitResult(NamedTuple):
     Null hypothesis: the model's mean function is right (the residual
     variation beyond the replicate scatter is noise).  A small ``pvalue``
     says the model misses structure that replicates prove is there.
-    ``ratio`` = ``ms_lof / ms_pe``'s square root: how many times the
-    replicate standard deviation the lack of fit amounts to, per group.
+    ``bias_sd_ratio``: the effect size, how many replicate standard
+    deviations the model's systematic error per group amounts to.
     """
 
     F: float
@@ -88,6 +88,24 @@ class LackOfFitResult(NamedTuple):
     @property
     def ms_pe(self) -> float:
         return self.ss_pe / self.df_pe
+
+    @property
+    def bias_sd_ratio(self) -> float:
+        """Effect size of the lack of fit: ``sqrt(max(F - 1, 0) / r)``, ``r = n / n_groups``.
+
+        With ``r`` replicates per group, ``E[MS_LOF] = sigma^2 + r sigma_b^2``
+        (``sigma`` the replicate sd, ``sigma_b`` the sd of the model's error
+        in the group means) and ``E[MS_PE] = sigma^2``, so this estimates
+        ``sigma_b / sigma``: near 0 when the fit's error is small beside
+        the replicate scatter, above 1 when it exceeds it, whatever the
+        number of groups (the F test's p-value says only whether it is
+        resolved).  Exact in expectation for balanced replicates; ``r``
+        is the mean group size otherwise.  Verified on a simulated design
+        with known ``sigma_b / sigma`` (tests/stats/test_adequacy.py).
+        """
+        if not math.isfinite(self.F):
+            return self.F
+        return math.sqrt(max(self.F - 1.0, 0.0) * self.n_groups / self.n)
 
 
 class NestedTestResult(NamedTuple):

@@ -199,3 +199,33 @@ def test_input_errors_name_the_problem():
         aq.compare_nested(object(), object())
     with pytest.raises(InputError, match="non-empty mapping"):
         aq.information_table({})
+
+
+@pytest.mark.parametrize("ratio", [0.0, 0.5, 1.5])
+def test_lack_of_fit_effect_size_recovers_the_bias_sd_over_the_replicate_sd(ratio):
+    """Known truth: each group's fitted value misses its mean by b_g ~ N(0, ratio * sigma)."""
+    rng = np.random.default_rng(7)
+    c, r, sigma = 2000, 3, 0.1
+    g = np.repeat(np.arange(c), r)
+    mean = rng.uniform(0, 5, c)
+    y = mean[g] + rng.normal(0, sigma, g.size)
+    yhat = (mean + rng.normal(0, ratio * sigma, c))[g]
+    res = aq.lack_of_fit(y, yhat, g, n_params=2)
+    # sampling sd of the estimate at c = 2000 groups is below 0.04 for these ratios
+    assert res.bias_sd_ratio == pytest.approx(ratio, abs=0.12)
+    assert res.bias_sd_ratio >= 0
+
+
+def test_lack_of_fit_effect_size_is_scale_free_in_the_number_of_groups():
+    """The same bias ratio gives a larger F with more replicates, not a larger effect size."""
+    rng = np.random.default_rng(8)
+    sizes = []
+    for r in (2, 8):
+        c = 1500
+        g = np.repeat(np.arange(c), r)
+        y = rng.normal(0, 1.0, g.size)
+        yhat = rng.normal(0, 1.0, c)[g]
+        res = aq.lack_of_fit(y, yhat, g, n_params=1)
+        sizes.append((res.F, res.bias_sd_ratio))
+    assert sizes[1][0] > 2 * sizes[0][0]  # F grows with the replicates
+    assert sizes[0][1] == pytest.approx(1.0, abs=0.12) and sizes[1][1] == pytest.approx(1.0, abs=0.12)
