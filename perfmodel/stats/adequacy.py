@@ -100,8 +100,10 @@ class LackOfFitResult(NamedTuple):
         the replicate scatter, above 1 when it exceeds it, whatever the
         number of groups (the F test's p-value says only whether it is
         resolved).  Exact in expectation for balanced replicates; ``r``
-        is the mean group size otherwise.  Verified on a simulated design
-        with known ``sigma_b / sigma`` (tests/stats/test_adequacy.py).
+        is the mean group size otherwise (singleton groups included).
+        ``F < 1`` gives 0.  Verified on simulated designs with known
+        ``sigma_b / sigma``, balanced and unbalanced with singletons
+        (tests/stats/test_adequacy.py).
         """
         if not math.isfinite(self.F):
             return self.F

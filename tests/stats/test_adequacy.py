@@ -229,3 +229,20 @@ def test_lack_of_fit_effect_size_is_scale_free_in_the_number_of_groups():
         sizes.append((res.F, res.bias_sd_ratio))
     assert sizes[1][0] > 2 * sizes[0][0]  # F grows with the replicates
     assert sizes[0][1] == pytest.approx(1.0, abs=0.12) and sizes[1][1] == pytest.approx(1.0, abs=0.12)
+
+
+@pytest.mark.parametrize("ratio", [0.5, 1.5])
+@pytest.mark.parametrize("design", ["one to five repeats", "half singletons, half three"])
+def test_lack_of_fit_effect_size_holds_for_unbalanced_groups(ratio, design):
+    """Unequal repeats and singleton groups (no pure error of their own): r = n / groups still
+    recovers the known bias-to-replicate sd ratio (simulated, 2000 groups)."""
+    rng = np.random.default_rng(3)
+    c, sigma = 2000, 0.1
+    r = (rng.integers(1, 6, c) if design == "one to five repeats"
+         else np.where(rng.random(c) < 0.5, 1, 3))
+    g = np.repeat(np.arange(c), r)
+    mean = rng.uniform(0, 5, c)
+    y = mean[g] + rng.normal(0, sigma, g.size)
+    yhat = (mean + rng.normal(0, ratio * sigma, c))[g]
+    res = aq.lack_of_fit(y, yhat, g, n_params=2)
+    assert res.bias_sd_ratio == pytest.approx(ratio, abs=0.15)
