@@ -122,7 +122,9 @@ def pipeline_outputs(root: str | os.PathLike) -> list[Path]:
 #: line, or the prefixes of the lines concerned), and why.  Not a tolerance: the differences
 #: are printed, and removing the cause removes the entry.
 KERNEL_DEPENDENT = (
-    {"macros": ("CapOwn", "CapPt", "CapSwapArr", "CapSwapGen", "CapSwapNRecBelowPois",
+    {"macros": ("CapFreshMax", "CapFreshMedian", "CapFreshMin", "CapFreshNRecBelow",
+                "CapFreshPlace", "CapFreshPoisMedian", "CapFreshRec", "CapMcNoRun", "CapMcRun",
+                "CapOwn", "CapPt", "CapSwapArr", "CapSwapGen", "CapSwapNRecBelowPois",
                 "CapSwapOwn", "CapSwapPois", "CapSwapRec", "CapSwapReq", "RcConfIv",
                 "RcConfPlace", "RcConfNStatsPass", "RepCap", "RepIv"),
      "tables": {"real_client_budget_replicates.tex": None,

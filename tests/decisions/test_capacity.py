@@ -9,6 +9,7 @@ from perfmodel.core.fit import fit_model
 from perfmodel.core.model import get_model
 from perfmodel.decisions.capacity import (
     StepModelDraw,
+    _unit_arrivals,
     capacity,
     evaluate_load,
     parameter_draws,
@@ -110,6 +111,10 @@ def test_interval_brackets_the_spread_of_the_replications(fit):
     assert iv["upper"] == pytest.approx(np.quantile(vals, 0.95))
     assert "normal approximation" in iv["sources"]["parameters"]
     assert "log scale" in iv["sources"]["step_noise"]
+    # the Monte Carlo range of each end: 6 replications, q = 0.05 -> order statistics 0 and 2 (0.95: 4 and 5)
+    srt = np.sort(vals)
+    assert iv["lower_mc_range"] == [srt[0], srt[2]]
+    assert iv["upper_mc_range"] == [srt[4], srt[5]]
     # a noise-free, exact-parameter search at the same seed is a different but close answer
     d0 = capacity(fit, w, slo, engine=EngineConfig(max_num_seqs=16, max_num_batched_tokens=256),
                   replications=0, noise=False, rel_tol=0.05)
@@ -337,3 +342,24 @@ def test_given_arrivals_serve_every_search_and_burstier_arrivals_lower_the_answe
                         ({"unit_arrivals": even, "resample_requests": True}, "resample_requests")):
         with pytest.raises(InputError, match=match):
             capacity(fit, w, slo, replications=0, **kw, **call)
+
+
+def test_a_poisson_schedule_given_as_recorded_arrivals_gives_the_poisson_answer(fit):
+    """The recorded-arrival path and the Poisson path search the same way: the schedule the
+    Poisson point search draws (seed ``s``), written out as arrival times of a run at 3 req/s
+    starting at 7 s and read back with :func:`unit_schedule`, gives the same point answer; the
+    schedule of replication 0 (seed ``s + 2000``) given the same way gives replication 0's
+    answer within the search's tolerance (its search starts from the other point answer); the
+    parameters are held at the fit (step noise and schedule vary)."""
+    n, s, tol = 80, 11, 0.02
+    w = workload_from_lengths("uniform:32,96", "uniform:8,24", n, seed=2)
+    slo = SLO.parse("ttft_p95=300,tpot_p95=40")
+    kw = {"engine": EngineConfig(max_num_seqs=16, max_num_batched_tokens=256),
+          "rel_tol": tol, "seed": s, "boot_samples": np.tile(fit.values, (20, 1))}
+    recorded = lambda seed: unit_schedule(_unit_arrivals(n, seed) / 3.0 + 7.0, 3.0)
+    poisson = capacity(fit, w, slo, replications=1, **kw)
+    given = capacity(fit, w, slo, replications=0, unit_arrivals=recorded(s), **kw)
+    assert given["max_rate"] == pytest.approx(poisson["max_rate"], rel=1e-9)
+    rep0 = capacity(fit, w, slo, replications=1, unit_arrivals=recorded(s + 2000), **kw)
+    ratio = rep0["interval"]["values"][0] / poisson["interval"]["values"][0]
+    assert 1 / (1 + tol) <= ratio <= 1 + tol

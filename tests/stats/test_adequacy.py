@@ -201,16 +201,22 @@ def test_input_errors_name_the_problem():
         aq.information_table({})
 
 
+def _biased_design(rng, repeats, ratio, sigma=0.1):
+    """Groups with ``repeats[i]`` replicates of noise sd ``sigma`` around a mean, and a fitted
+    value that misses each group's mean by b_g ~ N(0, ratio * sigma): (y, yhat, groups)."""
+    c = len(repeats)
+    g = np.repeat(np.arange(c), repeats)
+    mean = rng.uniform(0, 5, c)
+    y = mean[g] + rng.normal(0, sigma, g.size)
+    yhat = (mean + rng.normal(0, ratio * sigma, c))[g]
+    return y, yhat, g
+
+
 @pytest.mark.parametrize("ratio", [0.0, 0.5, 1.5])
 def test_lack_of_fit_effect_size_recovers_the_bias_sd_over_the_replicate_sd(ratio):
     """Known truth: each group's fitted value misses its mean by b_g ~ N(0, ratio * sigma)."""
     rng = np.random.default_rng(7)
-    c, r, sigma = 2000, 3, 0.1
-    g = np.repeat(np.arange(c), r)
-    mean = rng.uniform(0, 5, c)
-    y = mean[g] + rng.normal(0, sigma, g.size)
-    yhat = (mean + rng.normal(0, ratio * sigma, c))[g]
-    res = aq.lack_of_fit(y, yhat, g, n_params=2)
+    res = aq.lack_of_fit(*_biased_design(rng, np.full(2000, 3), ratio), n_params=2)
     # sampling sd of the estimate at c = 2000 groups is below 0.04 for these ratios
     assert res.bias_sd_ratio == pytest.approx(ratio, abs=0.12)
     assert res.bias_sd_ratio >= 0
@@ -237,12 +243,8 @@ def test_lack_of_fit_effect_size_holds_for_unbalanced_groups(ratio, design):
     """Unequal repeats and singleton groups (no pure error of their own): r = n / groups still
     recovers the known bias-to-replicate sd ratio (simulated, 2000 groups)."""
     rng = np.random.default_rng(3)
-    c, sigma = 2000, 0.1
+    c = 2000
     r = (rng.integers(1, 6, c) if design == "one to five repeats"
          else np.where(rng.random(c) < 0.5, 1, 3))
-    g = np.repeat(np.arange(c), r)
-    mean = rng.uniform(0, 5, c)
-    y = mean[g] + rng.normal(0, sigma, g.size)
-    yhat = (mean + rng.normal(0, ratio * sigma, c))[g]
-    res = aq.lack_of_fit(y, yhat, g, n_params=2)
+    res = aq.lack_of_fit(*_biased_design(rng, r, ratio), n_params=2)
     assert res.bias_sd_ratio == pytest.approx(ratio, abs=0.15)

@@ -87,6 +87,7 @@ from perfmodel.stats.uncertainty.resampling import (
     block_indices,
     optimal_block_length,
     percentile_interval,
+    quantile_mc_range,
     share_below,
     studentized_interval,
 )
@@ -110,6 +111,7 @@ __all__ = [
     "prediction_band",
     "profile_intervals",
     "profile_rise",
+    "quantile_mc_range",
     "sandwich_cov",
     "share_below",
     "studentized_interval",

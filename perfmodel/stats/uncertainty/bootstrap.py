@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from perfmodel._parallel import check_backend, map_tasks, task_seed, task_seeds
 from perfmodel.core import fit as _fitmod
@@ -41,6 +40,7 @@ from perfmodel.stats.uncertainty.resampling import (
     block_indices,
     optimal_block_length,
     percentile_interval,
+    quantile_mc_range,
     studentized_interval,
 )
 
@@ -111,7 +111,8 @@ class BootstrapResult:
         The ``q``-quantile of ``n`` resamples is the order statistic near
         ``q n``; another set of ``n`` resamples would give one within about
         ``q n +- z sqrt(n q (1-q))`` (the binomial count of resamples below
-        the true quantile), ``z`` from ``level``.  Returns, per parameter,
+        the true quantile), ``z`` from ``level``
+        (:func:`~perfmodel.stats.uncertainty.resampling.quantile_mc_range`).  Returns, per parameter,
         ``lower_lo, lower_hi, upper_lo, upper_hi``: the values of those
         bracketing order statistics for the ``alpha/2`` and ``1 - alpha/2``
         quantiles (for BCa intervals the nominal quantiles, an approximation).
@@ -120,16 +121,13 @@ class BootstrapResult:
         """
         if not 0 < level < 1:
             raise InputError(f"level must be in (0, 1), got {level!r}")
-        n = self.n_ok
         out = {}
-        z = stats.norm.ppf(0.5 + level / 2)
-        srt = np.sort(self.samples, axis=0) if n else self.samples
         for name, q in (("lower", self.alpha / 2), ("upper", 1 - self.alpha / 2)):
-            half = z * np.sqrt(n * q * (1 - q))
-            lo = int(np.clip(np.floor(q * n - half), 0, max(n - 1, 0)))
-            hi = int(np.clip(np.ceil(q * n + half), 0, max(n - 1, 0)))
-            out[f"{name}_lo"] = srt[lo] if n else np.full(len(self.param_names), np.nan)
-            out[f"{name}_hi"] = srt[hi] if n else np.full(len(self.param_names), np.nan)
+            if self.n_ok:
+                lo, hi = quantile_mc_range(self.samples, q, level)
+            else:
+                lo = hi = np.full(len(self.param_names), np.nan)
+            out[f"{name}_lo"], out[f"{name}_hi"] = lo, hi
         return pd.DataFrame(out, index=pd.Index(list(self.param_names), name="parameter"))
 
     def undetermined(self, max_spread: float = 0.5, max_ratio: float = 2.0,
