@@ -171,8 +171,10 @@ def _answer_text(d: dict, key: str, unit: str) -> str:
     s = f"{v:.3g}" if key == "max_rate" else f"{v}"
     if iv is not None:
         lo, hi = iv["lower"], iv["upper"]
+        (l1, l2), (u1, u2) = iv["lower_mc_range"], iv["upper_mc_range"]
         s += (f" {unit} ({iv['level']:.0%} interval {lo:.3g} - {hi:.3g} over "
-              f"{iv['replications']} replications)")
+              f"{iv['replications']} replications; another {iv['replications']} could move "
+              f"its ends within {l1:.3g}-{l2:.3g} and {u1:.3g}-{u2:.3g})")
     else:
         s += f" {unit}"
     if d["capped"]:

@@ -364,6 +364,9 @@ def test_capacity_json_keys_and_interval(ctx_fit_json, run):
     d = json.loads(stdout)
     assert {"max_rate", "interval", "slo", "attainment_curve", "assumptions"} <= set(d)
     assert d["interval"]["lower"] <= d["interval"]["upper"] and len(d["interval"]["values"]) == 3
+    vals = sorted(d["interval"]["values"])      # 3 replications: ranks 0-1 and 2-2 (clipped)
+    assert d["interval"]["lower_mc_range"] == vals[:2]
+    assert d["interval"]["upper_mc_range"] == [vals[2], vals[2]]
     assert d["slo"]["ttft_ms"] == 1000 and d["slo"]["attainment"] == 0.99
     assert d["assumptions"]["model"] == "seed_ctx_mono"
     assert d["assumptions"]["engine"]["max_num_batched_tokens"] == 768
@@ -374,6 +377,10 @@ def test_capacity_json_keys_and_interval(ctx_fit_json, run):
     assert rc == 0, err
     assert "N(0, 0.05^2)" in json.loads(stdout)["interval"]["sources"]["run_level"]
     assert "not resampled" in json.loads(stdout)["interval"]["sources"]["requests"]
+    rc, stdout, err = run(["capacity", ctx_fit_json, *CAP, "--replications", "3", "--rel-tol",
+                           "0.05"])
+    assert rc == 0, err
+    assert "over 3 replications; another 3 could move its ends within" in stdout
     rc, stdout, err = run(["capacity", ctx_fit_json, *CAP, "--replications", "2", "--rel-tol",
                            "0.05", "--resample-requests", "--json"])
     assert rc == 0, err
