@@ -184,6 +184,9 @@ def test_output_mode_follows_umask(tmp_path):
 _SIGNAL_SCRIPT = r"""
 import os, signal, sys, time
 sig = getattr(signal, sys.argv[1])
+# a job started in the background by a non-interactive shell inherits SIGINT ignored, and
+# Python then installs no KeyboardInterrupt handler; a terminal's Ctrl-C reaches one that has it
+signal.signal(signal.SIGINT, signal.default_int_handler)
 real_fdopen = os.fdopen
 
 class Slow:
