@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from perfmodel._checks import check_int_range
+from perfmodel._checks import check_int_range, check_probability
 from perfmodel.core.scale import scale_of
 from perfmodel.errors import InputError
 
@@ -132,8 +132,7 @@ class LackOfFitResult(NamedTuple):
         -------
         (lower, upper) : the ratio's interval (0 where the bound clips)
         """
-        if not (isinstance(level, (int, float)) and 0 < level < 1):
-            raise InputError(f"level must be in (0, 1), got {level!r}")
+        level = check_probability("level", level)
         if not math.isfinite(self.F):
             return (math.nan, math.nan)
         a = 1.0 - level
