@@ -61,6 +61,9 @@ class Model:
     requires: tuple[str, ...] = ("B", "S")
     #: name of the identifiable member this one is fitted through (None: itself)
     fitted_as: str | None = None
+    #: name of the member this one ablates (a term removed, to test whether that term is
+    #: needed); ablations are fitted and compared on request, never by default
+    ablation_of: str | None = None
 
     # ---- metadata -------------------------------------------------------
     @property

@@ -92,6 +92,8 @@ __all__ = [
     "SeedAttnKvModel",
     "SeedAttnModel",
     "SeedCtxMonoModel",
+    "SeedCtxMonoNoKBModel",
+    "SeedCtxMonoNoKSModel",
     "SeedKvModel",
 ]
 
@@ -126,6 +128,8 @@ class SatCtxModel(SaturationBase):
     """
 
     fixed_work = True
+    saturate_B = True
+    saturate_S = True
     attn_in_work = False
     attn_add = False
     kv_feature: str | None = None
@@ -133,7 +137,8 @@ class SatCtxModel(SaturationBase):
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
-        ps = [_TAU0] + ([_A0] if cls.fixed_work else []) + [_A1, _KB, _KS]
+        ps = ([_TAU0] + ([_A0] if cls.fixed_work else []) + [_A1]
+              + ([_KB] if cls.saturate_B else []) + ([_KS] if cls.saturate_S else []))
         if cls.attn_in_work:
             ps.append(_AATTN)
         ps += [_TAUB, _TAUS]
@@ -156,8 +161,9 @@ class SatCtxModel(SaturationBase):
     def _terms(self, th, f):
         g = dict(zip(self.param_names, th))
         B, S = f["B"], f["S"]
-        u, du = saturation(g["k_B"], B)
-        v, dv = saturation(g["k_S"], S)
+        # an ablated factor is 1 (its rate at +inf): the work no longer saturates in B (or S)
+        u, du = saturation(g["k_B"], B) if self.saturate_B else (np.ones_like(B), np.zeros_like(B))
+        v, dv = saturation(g["k_S"], S) if self.saturate_S else (np.ones_like(S), np.zeros_like(S))
         W = g["a_1"] * S + (g["a_0"] if self.fixed_work else 0.0)
         if self.attn_in_work:
             W = W + g["a_attn"] * f["attn_prefill"]
@@ -286,6 +292,39 @@ class SeedCtxMonoModel(SatCtxModel):
     kv_mixed = True
 
 
+class SeedCtxMonoNoKBModel(SeedCtxMonoModel):
+    """Ablation of the model of record: ``seed_ctx_mono`` without the batch factor ``u(B)``.
+
+    ``T = tau_0 + a_1 S/(1 - e^{-k_S S}) + tau_B B + tau_S S + c_attn A
+    + (c_kv + c_kv_mixed [A > 0]) ctx_sum``: the limit ``k_B -> inf`` of
+    ``seed_ctx_mono`` (nested: its predictions are those of
+    ``seed_ctx_mono`` with ``k_B`` at a rate where ``u(1) = 1`` to double
+    precision).  Fitted and compared on request (``ablation_of``), to test
+    on held-out steps whether the batch saturation is needed.
+    """
+
+    name = "seed_ctx_mono_nokb"
+    formula = ("tau_0 + a_1*S/(1-exp(-k_S*S)) + tau_B*B + tau_S*S"
+               " + c_attn*attn_prefill + (c_kv + c_kv_mixed*[attn_prefill>0])*ctx_sum")
+    saturate_B = False
+    ablation_of = "seed_ctx_mono"
+
+
+class SeedCtxMonoNoKSModel(SeedCtxMonoModel):
+    """Ablation of the model of record: ``seed_ctx_mono`` without the token factor ``v(S)``.
+
+    ``T = tau_0 + a_1 S/(1 - e^{-k_B B}) + tau_B B + tau_S S + c_attn A
+    + (c_kv + c_kv_mixed [A > 0]) ctx_sum``: the limit ``k_S -> inf`` (see
+    :class:`SeedCtxMonoNoKBModel`).
+    """
+
+    name = "seed_ctx_mono_noks"
+    formula = ("tau_0 + a_1*S/(1-exp(-k_B*B)) + tau_B*B + tau_S*S"
+               " + c_attn*attn_prefill + (c_kv + c_kv_mixed*[attn_prefill>0])*ctx_sum")
+    saturate_S = False
+    ablation_of = "seed_ctx_mono"
+
+
 #: the members of this module, in registration order (registered by :mod:`perfmodel.core.model`)
 MEMBERS: tuple[Model, ...] = (SeedKvModel(), SeedAttnModel(), SeedAttnKvModel(),
-                              SeedCtxMonoModel())
+                              SeedCtxMonoModel(), SeedCtxMonoNoKBModel(), SeedCtxMonoNoKSModel())

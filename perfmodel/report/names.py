@@ -33,6 +33,8 @@ PROSE_NAMES = MappingProxyType({
     "seed_attn": "seed + attention in work",
     "seed_attn_kv": "seed + attention and KV",
     "seed_ctx_mono": "seed + context (monotone)",
+    "seed_ctx_mono_nokb": "seed + context, no batch saturation (ablation)",
+    "seed_ctx_mono_noks": "seed + context, no token saturation (ablation)",
     "linear": "linear",
     "poly2": "quadratic",
     "poly3": "cubic",

@@ -148,6 +148,10 @@ def _check_model(model) -> Model:
     if m.fitted_as:
         raise InputError(f"model {m.name!r} is not identifiable; calibrate {m.fitted_as!r} "
                          "(its identifiable form) instead")
+    missing = [k for k in _NONLINEAR if k not in m.param_names]
+    if missing:
+        raise InputError(f"model {m.name!r} has no {' or '.join(missing)} (an ablation); "
+                         "request-level calibration needs both saturation rates")
     return m
 
 

@@ -78,8 +78,9 @@ __all__ = [
 ]
 
 #: models compared by default: every registered member fitted as itself (the seed form is
-#: fitted through ``seed_id``), in registration order
-DEFAULT_MODELS = tuple(name for name, m in MODELS.items() if m.fitted_as is None)
+#: fitted through ``seed_id``) that is not an ablation, in registration order
+DEFAULT_MODELS = tuple(name for name, m in MODELS.items()
+                       if m.fitted_as is None and m.ablation_of is None)
 #: baselines compared by default: the peers that need no hardware description (the roofline
 #: needs the model's shape and the GPU's peaks) and the non-negative linear ablation; the
 #: cubic ``poly3`` is left out (an unregularised strawman: 970 % held-out MAPE on Splitwise)

@@ -20,6 +20,19 @@ thirds (``short``, ``medium``, ``long``, from
 the steps predicted at ``long_ms`` or more.  A regime without steps has no
 coverage and gets no row.
 
+Sampling reference
+------------------
+A fixed tolerance (say 3 points) means different things for a cell of 50
+steps and one of 9000: a perfectly calibrated interval misses it often in
+the first and almost never in the second.  :func:`calibrated_within_chance`
+gives the chance that a calibrated interval lands within the tolerance, so
+that a count of cells within it can be set against the count a calibrated
+interval would reach, and :func:`consistent_with_level` the exact binomial
+test of one cell.  Both treat the steps as independent draws; steps of one
+configuration or of neighbouring time share their errors, so the real
+spread is wider: the expected count is an upper bound, and the test rejects
+more often than its level.
+
 Verified against hand-counted cases in tests/stats/test_interval_coverage.py
 and, before/after, against the tables of ``scripts/interval_study.py`` and
 notebook 15, which it replaced (identical values).
@@ -36,7 +49,8 @@ from perfmodel.core.interval_calibration import LENGTHS, PHASES
 from perfmodel.errors import InputError
 from perfmodel.stats.predictive import _level  # the one check of an interval level
 
-__all__ = ["coverage_by_regime", "regime_masks"]
+__all__ = ["calibrated_within_chance", "consistent_with_level", "coverage_by_regime",
+           "regime_masks"]
 
 
 def _labels(name: str, values, n: int) -> np.ndarray:
@@ -156,3 +170,92 @@ def coverage_by_regime(y, mu, bounds: Mapping, masks: Mapping) -> pd.DataFrame:
                          "coverage": float(inside[m].mean()),
                          "width": float(np.median(width[m]))})
     return pd.DataFrame(rows, columns=["regime", "level", "n", "coverage", "width"])
+
+
+def _cells(n, level, tolerance=None):
+    n = np.atleast_1d(np.asarray(n))
+    if n.size == 0 or not np.issubdtype(n.dtype, np.number) or np.any(n < 1) \
+            or np.any(n != np.round(n)):
+        raise InputError(f"n must be positive whole step counts, got {n!r}")
+    level = np.atleast_1d(np.asarray(level, dtype=float))
+    for lv in np.unique(level):
+        _level(float(lv))
+    if tolerance is not None:
+        check_positive("tolerance", tolerance)
+    try:
+        n, level = np.broadcast_arrays(n.astype(np.int64), level)
+    except ValueError:
+        raise InputError(f"n ({n.size}) and level ({level.size}) do not match") from None
+    return n, level
+
+
+def calibrated_within_chance(n, level, tolerance: float) -> np.ndarray:
+    """Chance that a calibrated interval covers within ``tolerance`` of its level, per cell.
+
+    Problem: a count such as "15 of 78 cells within 3 points" has no meaning
+    without the count a calibrated interval would reach on cells of those
+    sizes (module docstring, Sampling reference).
+
+    Parameters
+    ----------
+    n : int or array of int
+        Steps in each cell (>= 1).
+    level : float or array of float
+        Each cell's nominal coverage, in (0, 1).
+    tolerance : float
+        Allowed distance of the coverage from the level (a share, e.g. 0.03).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``P(|K/n - level| <= tolerance)`` for ``K ~ Binomial(n, level)``: the
+        steps taken as independent, so an upper bound for clustered steps.
+        Their sum is the expected number of cells within the tolerance.
+
+    Verified in tests/stats/test_interval_coverage.py against a direct sum of
+    binomial probabilities and a simulation.
+    """
+    from scipy import stats
+
+    n, level = _cells(n, level, tolerance)
+    eps = 1e-9  # a coverage exactly at the edge counts as within, as in the tables
+    hi = np.floor(n * (level + tolerance) + eps)
+    lo = np.ceil(n * (level - tolerance) - eps)
+    return stats.binom.cdf(hi, n, level) - stats.binom.cdf(lo - 1, n, level)
+
+
+def consistent_with_level(coverage, n, level, alpha: float = 0.05) -> np.ndarray:
+    """Whether each cell's coverage is consistent with its level (exact binomial test).
+
+    Parameters
+    ----------
+    coverage : float or array of float
+        Share of the cell's steps inside the interval, in [0, 1].
+    n, level : as in :func:`calibrated_within_chance`
+    alpha : float
+        Test level, in (0, 1).
+
+    Returns
+    -------
+    numpy.ndarray of bool
+        True where the two-sided exact binomial test of ``round(coverage n)``
+        covered steps out of ``n`` against ``level`` has ``p >= alpha`` (steps
+        taken as independent: with clustered steps it rejects more often than
+        ``alpha``).
+
+    Verified in tests/stats/test_interval_coverage.py (hand-checked cells).
+    """
+    from scipy import stats
+
+    n, level = _cells(n, level)
+    cov = np.atleast_1d(np.asarray(coverage, dtype=float))
+    if cov.shape != n.shape and cov.size != 1:
+        raise InputError(f"coverage ({cov.size}) and n ({n.size}) do not match")
+    cov = np.broadcast_to(cov, n.shape)
+    if not np.all(np.isfinite(cov)) or np.any((cov < 0) | (cov > 1)):
+        raise InputError("coverage must be shares in [0, 1]")
+    if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
+        raise InputError(f"alpha must be in (0, 1), got {alpha!r}")
+    k = np.round(cov * n).astype(np.int64)
+    return np.array([stats.binomtest(int(ki), int(ni), float(lv)).pvalue >= alpha
+                     for ki, ni, lv in zip(k, n, level)])

@@ -137,7 +137,8 @@ def test_registry_holds_every_member_in_order():
     from perfmodel.core import model_base, models_ctx, models_seed
 
     assert list(MODELS) == ["seed", "seed_id", "seed_gamma", "seed_ctx", "seed_kv", "seed_attn",
-                            "seed_attn_kv", "seed_ctx_mono"]
+                            "seed_attn_kv", "seed_ctx_mono", "seed_ctx_mono_nokb",
+                            "seed_ctx_mono_noks"]
     assert list(MODELS.values()) == [*models_seed.MEMBERS, *models_ctx.MEMBERS]
     assert all(isinstance(m, model_base.Model) for m in MODELS.values())
     assert get_model(MODELS["seed_id"]) is MODELS["seed_id"]
@@ -208,3 +209,35 @@ def test_decision_notebooks_fit_the_model_of_record(notebook):
     assert "default_for(df)" in code
     named = re.findall(r"fit_model\([^,()]+,\s*['\"](\w+)['\"]", code)
     assert named == [], f"{notebook} fits {named} by name"
+
+
+def test_the_ablations_are_the_record_with_one_saturation_factor_at_its_limit():
+    # seed_ctx_mono with k_B (k_S) so large that u(B) = 1 (v(S) = 1) to double precision
+    # predicts what the ablation predicts with the other parameters equal
+    import numpy as np
+
+    from perfmodel.stats.compare import DEFAULT_MODELS
+
+    rec = MODELS["seed_ctx_mono"]
+    rng = np.random.default_rng(3)
+    n = 50
+    f = {"B": rng.integers(1, 64, n).astype(float), "S": rng.integers(1, 4096, n).astype(float),
+         "attn_prefill": rng.uniform(0, 1e3, n), "ctx_sum": rng.uniform(0, 1e3, n)}
+    th = dict(zip(rec.param_names, rec.clip(rng.uniform(0.01, 1.0, len(rec.params)))))
+    for name, k in (("seed_ctx_mono_nokb", "k_B"), ("seed_ctx_mono_noks", "k_S")):
+        abl = MODELS[name]
+        assert abl.ablation_of == "seed_ctx_mono" and name not in DEFAULT_MODELS
+        assert k not in abl.param_names and len(abl.params) == len(rec.params) - 1
+        limit = {**th, k: 100.0}       # 1 - exp(-100) == 1 in double precision (B, S >= 1)
+        full = rec.predict(np.array([limit[p] for p in rec.param_names]), f)
+        ab = abl.predict(np.array([th[p] for p in abl.param_names]), f)
+        np.testing.assert_allclose(ab, full, rtol=1e-12)
+        # and the Jacobian agrees with finite differences (the fitter relies on it)
+        x = np.array([th[p] for p in abl.param_names])
+        J = abl.jacobian(x, f)
+        for j in range(x.size):
+            h = 1e-5 * max(abs(x[j]), 1e-3)
+            e = np.zeros_like(x)
+            e[j] = h
+            fd = (abl.predict(x + e, f) - abl.predict(x - e, f)) / (2 * h)
+            np.testing.assert_allclose(J[:, j], fd, rtol=1e-5, atol=1e-9)

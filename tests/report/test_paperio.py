@@ -91,6 +91,18 @@ def test_macro_name():
         pio.macro_name()
 
 
+def test_count_word_spells_small_counts_and_refuses_what_is_not_a_count():
+    import numpy as np
+
+    assert [pio.count_word(n) for n in (0, 1, 2, 3, 4, 9)] == [
+        "zero", "one", "two", "three", "four", "nine"]
+    assert pio.count_word(np.int64(4)) == "four"
+    assert pio.count_word(10) == "10" and pio.count_word(12) == "12"
+    for bad in (-1, 2.0, True, "3", None):
+        with pytest.raises(InputError, match="count_word"):
+            pio.count_word(bad)
+
+
 def test_write_numbers_is_deterministic_and_sorted(tmp_path):
     vals = {"Zeta": 1.23456, "Alpha": 7, "Mid": "text"}
     out = pio.write_numbers(vals, "nbx", folder=tmp_path)

@@ -239,3 +239,10 @@ def test_calibration_on_llm_inference_bench_vllm_h100(fetch_or_skip):
     # a step prediction is a sensible decode time for an 8B model on one H100 (ms)
     t = fit.predict(batch_features([1] * 16, [1000] * 16))[0]
     assert 3.0 < t < 30.0
+
+
+def test_an_ablation_without_a_saturation_rate_is_refused_by_name():
+    rows = pd.DataFrame({"B": [1, 1, 8, 8], "L": [64, 256, 64, 256],
+                         "latency_s": [0.1, 0.3, 0.2, 0.5]})
+    with pytest.raises(InputError, match="seed_ctx_mono_nokb.*k_B"):
+        calibrate_from_requests(rows, "seed_ctx_mono_nokb")

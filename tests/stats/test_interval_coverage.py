@@ -3,7 +3,12 @@ import numpy as np
 import pytest
 
 from perfmodel.errors import InputError
-from perfmodel.stats.interval_coverage import coverage_by_regime, regime_masks
+from perfmodel.stats.interval_coverage import (
+    calibrated_within_chance,
+    consistent_with_level,
+    coverage_by_regime,
+    regime_masks,
+)
 from perfmodel.stats.intervals import Interval
 
 # six steps: measured y, predicted mu, and one interval per level
@@ -66,5 +71,41 @@ def test_empty_regime_has_no_row():
     (lambda: regime_masks(PHASE, mu=MU, long_ms=-1), "long_ms"),
 ])
 def test_bad_input_raises(call, match):
+    with pytest.raises(InputError, match=match):
+        call()
+
+
+def test_calibrated_within_chance_is_the_binomial_mass_inside_the_tolerance():
+    from scipy import stats
+
+    # 50 steps at level 0.8, tolerance 0.03: K/50 in [0.77, 0.83] <=> K in {39, 40, 41}
+    direct = sum(stats.binom.pmf(k, 50, 0.8) for k in (39, 40, 41))
+    assert calibrated_within_chance(50, 0.8, 0.03)[0] == pytest.approx(direct, rel=1e-12)
+    # small cells rarely land within 3 points, large ones almost always
+    p = calibrated_within_chance([50, 9000], [0.9, 0.9], 0.03)
+    assert p[0] < 0.6 and p[1] > 0.999
+    # and a simulation of calibrated cells agrees (2000 draws: s.e. about 0.011)
+    rng = np.random.default_rng(0)
+    sim = np.mean(np.abs(rng.binomial(200, 0.95, 2000) / 200 - 0.95) <= 0.03 + 1e-9)
+    assert abs(sim - calibrated_within_chance(200, 0.95, 0.03)[0]) < 0.04
+
+
+def test_consistent_with_level_is_the_exact_binomial_test():
+    # 45 of 50 at 0.8: p = 0.09 (consistent at 5 %); 48 of 50: p < 0.01 (not)
+    assert consistent_with_level([0.9, 0.96], [50, 50], 0.8).tolist() == [True, False]
+    # the same share is consistent on few steps and not on many
+    assert consistent_with_level(0.85, [40, 4000], [0.8, 0.8]).tolist() == [True, False]
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: calibrated_within_chance(0, 0.8, 0.03), "n must"),
+    (lambda: calibrated_within_chance(10.5, 0.8, 0.03), "n must"),
+    (lambda: calibrated_within_chance(10, 1.2, 0.03), "level"),
+    (lambda: calibrated_within_chance(10, 0.8, -0.1), "tolerance"),
+    (lambda: calibrated_within_chance([10, 20], [0.8, 0.9, 0.95], 0.03), "do not match"),
+    (lambda: consistent_with_level(1.5, 10, 0.8), "coverage"),
+    (lambda: consistent_with_level(0.5, 10, 0.8, alpha=2), "alpha"),
+])
+def test_sampling_reference_bad_input_raises(call, match):
     with pytest.raises(InputError, match=match):
         call()

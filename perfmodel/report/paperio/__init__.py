@@ -45,6 +45,7 @@ from perfmodel.report.paperio._common import find_root
 from perfmodel.report.paperio.latex import latex_escape, param_tex, stack, table_tex, write_table
 from perfmodel.report.paperio.macros import (
     assemble_numbers,
+    count_word,
     format_bound,
     format_number,
     format_paired,
@@ -69,6 +70,7 @@ __all__ = [
     "SCRIPT_SCALE",
     "PaperOutputs",
     "assemble_numbers",
+    "count_word",
     "find_root",
     "format_bound",
     "format_number",

@@ -47,6 +47,29 @@ def macro_name(*parts: Any) -> str:
     return name
 
 
+def count_word(n: Any) -> str:
+    """A count as the word prose uses for it: ``0``-``9`` spelled out, larger counts as digits.
+
+    Problem: design counts (runs, schedules, cases) read as words in the
+    text ("two, three and four runs"); typed by hand they drift from the
+    data. A notebook writes them through this one rule instead.
+
+    Parameters
+    ----------
+    n : non-negative integer (a bool is refused)
+
+    Returns
+    -------
+    ``'zero'`` ... ``'nine'``, else ``str(n)``
+
+    Verified in ``tests/report/test_paperio.py`` (each word, 10 and 12 as digits, bad input).
+    """
+    if isinstance(n, bool) or not isinstance(n, _numbers.Integral) or n < 0:
+        raise InputError(f"count_word needs a non-negative integer, got {n!r}")
+    n = int(n)
+    return _DIGITS[n].lower() if n < len(_DIGITS) else str(n)
+
+
 def format_number(value: Any, digits: int = 3, *, fixed: bool = False, percent: bool = False,
                   thousands: bool = True) -> str:
     """Format one number for LaTeX text.
