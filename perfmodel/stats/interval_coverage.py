@@ -44,7 +44,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from perfmodel._checks import check_positive, check_vector
+from perfmodel._checks import check_positive, check_probability, check_vector
 from perfmodel.core.interval_calibration import LENGTHS, PHASES
 from perfmodel.errors import InputError
 from perfmodel.stats.predictive import _level  # the one check of an interval level
@@ -254,8 +254,7 @@ def consistent_with_level(coverage, n, level, alpha: float = 0.05) -> np.ndarray
     cov = np.broadcast_to(cov, n.shape)
     if not np.all(np.isfinite(cov)) or np.any((cov < 0) | (cov > 1)):
         raise InputError("coverage must be shares in [0, 1]")
-    if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
-        raise InputError(f"alpha must be in (0, 1), got {alpha!r}")
+    alpha = check_probability("alpha", alpha)
     k = np.round(cov * n).astype(np.int64)
     return np.array([stats.binomtest(int(ki), int(ni), float(lv)).pvalue >= alpha
                      for ki, ni, lv in zip(k, n, level)])
