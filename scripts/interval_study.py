@@ -20,9 +20,17 @@ otherwise), this script
 
 It prints (and with ``--out`` writes) the coverage per dataset x regime x
 level with the count of held-out steps ``n``, the binomial standard
-error of the conformal coverage and the median relative width
+error of the conformal coverage, the median relative width
 ``(upper - lower) / predicted`` of each interval (an interval that covers by
-being wide shows here).
+being wide shows here) and ``deff``, the design effect of the conformal
+interval's inside/outside indicators within the held-out steps' clusters
+(:func:`perfmodel.stats.interval_coverage.coverage_clusters`: configuration,
+else 25-step time block), which the cluster-aware sampling reference of
+notebook 17 uses, and ``fold_min`` / ``fold_max``, the smallest and largest
+conformal coverage of one outer fold's held-out steps (pooled over the folds
+the coverage of a calibration regime is near its level by construction: every
+step is a calibration point of the other folds' intervals; the folds' spread
+shows how far one fold's interval strays).
 
 ``--transfer`` adds the across-runs check: for each model folder of
 ``--cpu-root`` (default ``data/vllm-cpu``), ``mixed-r1.csv`` is fitted and
@@ -35,7 +43,8 @@ the run-level term (:mod:`perfmodel.stats.run_term`) whose sd is estimated
 from the folder's OTHER traces, the test trace and ``mixed-r1`` left out
 (:func:`perfmodel.stats.run_level.run_level_spread`, as ``perfmodel fit
 --run-traces`` does): columns ``run_sd``, ``run_n`` (runs it came from),
-``conformal_run`` and ``width_run``.  Regimes: ``all``; the phases of
+``conformal_run`` and ``width_run``; ``deff`` and ``deff_run`` are the
+design effects of the two intervals' indicators within 25-step time blocks.  Regimes: ``all``; the phases of
 :func:`perfmodel.stats.validation.regime`; ``short`` / ``medium`` / ``long`` by the
 calibration's rule (predicted time in the bottom, middle or top third of the
 training steps' predicted times); ``pred>=10ms`` (predicted time >= 10 ms).
@@ -112,6 +121,7 @@ def one_part(df: pd.DataFrame, scheme: str, time_ordered, starts: int) -> pd.Dat
     """Per held-out step: regimes, measured and predicted time, interval bounds per level."""
     from perfmodel.core.fit import fit_model
     from perfmodel.core.model import default_for
+    from perfmodel.stats.interval_coverage import coverage_clusters
     from perfmodel.stats.intervals import (
         calibrate_intervals,
         conformal_interval,
@@ -131,7 +141,8 @@ def one_part(df: pd.DataFrame, scheme: str, time_ordered, starts: int) -> pd.Dat
         mu = fit.predict(test)
         phase, length = interval_regimes(test, mu, cal["regime_rule"]["length_thresholds_ms"])
         out = pd.DataFrame({"fold": i, "phase": phase, "length": length, "mu": mu,
-                            "y": test["duration_ms"].to_numpy(float)})
+                            "y": test["duration_ms"].to_numpy(float),
+                            "cluster": [f"fold{i}:{c}" for c in coverage_clusters(test)]})
         for lv in LEVELS:
             m = model_interval(fit, test, lv)
             c = conformal_interval(fit, test, lv, calibration=cal)
@@ -143,21 +154,39 @@ def one_part(df: pd.DataFrame, scheme: str, time_ordered, starts: int) -> pd.Dat
 
 def summarise(name: str, steps: pd.DataFrame) -> pd.DataFrame:
     """Coverage of the model and conformal intervals per regime x level (one_part's steps)."""
-    from perfmodel.stats.interval_coverage import coverage_by_regime, regime_masks
+    from perfmodel.stats.interval_coverage import (
+        coverage_by_regime,
+        regime_masks,
+        within_tolerance,
+    )
 
     y, mu = steps["y"].to_numpy(float), steps["mu"].to_numpy(float)
     masks = regime_masks(steps["phase"], steps["length"], mu, long_ms=10.0,
                          long_label="pred>=10ms")
     tab = {k: coverage_by_regime(y, mu, {lv: (steps[f"{k}_lo_{lv}"], steps[f"{k}_hi_{lv}"])
-                                         for lv in LEVELS}, masks)
+                                         for lv in LEVELS}, masks,
+                                 clusters=steps["cluster"].to_numpy(object))
            for k in ("model", "conformal")}
     m, c = tab["model"], tab["conformal"]
+    # the conformal coverage of each outer fold's test steps alone: its range over the folds
+    fold = steps["fold"].to_numpy()
+    per_fold = []
+    for f in np.unique(fold):
+        sel = fold == f
+        per_fold.append(coverage_by_regime(
+            y[sel], mu[sel], {lv: (steps[f"conformal_lo_{lv}"][sel], steps[f"conformal_hi_{lv}"][sel])
+                              for lv in LEVELS}, {k: v[sel] for k, v in masks.items()}))
+    span = pd.concat(per_fold).groupby(["regime", "level"])["coverage"].agg(["min", "max"])
+    span = span.reindex(pd.MultiIndex.from_frame(c[["regime", "level"]]))
     r3 = lambda col: col.map(lambda v: round(float(v), 3))  # Python's rounding, as before
     return pd.DataFrame({"dataset": name, "regime": m["regime"], "level": m["level"],
                          "n": m["n"], "model": r3(m["coverage"]), "conformal": r3(c["coverage"]),
                          "width_model": r3(m["width"]), "width_conformal": r3(c["width"]),
                          "se": r3(np.sqrt(m["level"] * (1 - m["level"]) / m["n"])),
-                         "within_3pt": (c["coverage"] - c["level"]).abs() <= 0.03})
+                         "within_3pt": within_tolerance(c["coverage"], c["level"], 0.03),
+                         "deff": c["design_effect"].map(lambda v: round(float(v), 2)),
+                         "fold_min": r3(pd.Series(span["min"].to_numpy())),
+                         "fold_max": r3(pd.Series(span["max"].to_numpy()))})
 
 
 def transfer(cpu_root: Path, starts: int) -> pd.DataFrame:
@@ -166,7 +195,11 @@ def transfer(cpu_root: Path, starts: int) -> pd.DataFrame:
     from perfmodel.core.fit import fit_model
     from perfmodel.core.model import default_for
     from perfmodel.data.trace import read_trace
-    from perfmodel.stats.interval_coverage import coverage_by_regime, regime_masks
+    from perfmodel.stats.interval_coverage import (
+        coverage_by_regime,
+        coverage_clusters,
+        regime_masks,
+    )
     from perfmodel.stats.intervals import calibrate_intervals, conformal_interval
     from perfmodel.stats.run_level import run_level_spread
     from perfmodel.stats.run_term import run_term_record, with_run_term
@@ -191,8 +224,10 @@ def transfer(cpu_root: Path, starts: int) -> pd.DataFrame:
             term = with_run_term(fit.interval_calibration, run_term_record(est["sd"], estimate=est))
             y, mu = test["duration_ms"].to_numpy(float), fit.predict(test)
             masks = regime_masks(regime(test).astype(str).to_numpy())
+            clusters = coverage_clusters(test)
             cov, cov_run = (coverage_by_regime(y, mu, {lv: conformal_interval(fit, test, lv, cal)
-                                                       for lv in LEVELS}, masks)
+                                                       for lv in LEVELS}, masks,
+                                               clusters=clusters)
                             for cal in (None, term))
             cov_run = cov_run.set_index(["regime", "level"])
             for r in cov.sort_values("level", kind="stable").itertuples():
@@ -204,13 +239,19 @@ def transfer(cpu_root: Path, starts: int) -> pd.DataFrame:
                                  np.log(y[m] / mu[m]))), 3),
                              "run_sd": round(est["sd"], 4), "run_n": est["n_runs"],
                              "conformal_run": round(float(rr["coverage"]), 3),
-                             "width_run": round(float(rr["width"]), 3)})
+                             "width_run": round(float(rr["width"]), 3),
+                             "deff": round(float(r.design_effect), 2),
+                             "deff_run": round(float(rr["design_effect"]), 2)})
     return pd.DataFrame(rows)
 
 
 def _cover(dataset: str, calib: str, fit, test: pd.DataFrame, trace: str) -> list[dict]:
     """Coverage and median width of the fit's stored interval on ``test``, per regime x level."""
-    from perfmodel.stats.interval_coverage import coverage_by_regime, regime_masks
+    from perfmodel.stats.interval_coverage import (
+        coverage_by_regime,
+        regime_masks,
+        within_tolerance,
+    )
     from perfmodel.stats.intervals import conformal_interval, interval_regimes
 
     cal = fit.interval_calibration
@@ -220,7 +261,8 @@ def _cover(dataset: str, calib: str, fit, test: pd.DataFrame, trace: str) -> lis
     cov = coverage_by_regime(y, mu, bounds, regime_masks(phase, length))
     return [{"dataset": dataset, "calibration": calib, "trace": trace, "regime": r.regime,
              "level": r.level, "n": r.n, "coverage": round(r.coverage, 3),
-             "width": round(r.width, 3), "within_3pt": abs(r.coverage - r.level) <= 0.03}
+             "width": round(r.width, 3),
+             "within_3pt": bool(within_tolerance(r.coverage, r.level, 0.03)[0])}
             for r in cov.sort_values("level", kind="stable").itertuples()]
 
 

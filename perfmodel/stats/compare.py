@@ -70,6 +70,7 @@ __all__ = [
     "CV_SCHEMES",
     "DEFAULT_BASELINES",
     "DEFAULT_MODELS",
+    "LOF_LEVEL",
     "ModelCandidate",
     "compare",
     "in_sample_stats",
@@ -89,6 +90,9 @@ DEFAULT_BASELINES = ("linear", "poly2", "constant_throughput", "distserve", "spl
 CV_SCHEMES = ("grouped", "blocked25", "blocked100", "transfer", "extrapolate", "time")
 _CTX_FEATURES = frozenset(CONTEXT_KEYS)
 _REGIMES = ("decode-only", "mixed", "prefill-heavy")
+#: Confidence level of the lack-of-fit effect size's interval (``lof_sd_lo`` / ``lof_sd_hi``),
+#: the level of the other intervals of the table
+LOF_LEVEL = 0.9
 
 
 # ---------------------------------------------------------------------------
@@ -269,6 +273,7 @@ def _in_sample(df, y, make, relative, lof_groups) -> dict[str, Any]:
             lof = lack_of_fit(e, np.zeros_like(e), lof_groups, int(kpar))
             row["lof_F"], row["lof_p"] = lof.F, lof.pvalue
             row["lof_sd_ratio"] = lof.bias_sd_ratio
+            row["lof_sd_lo"], row["lof_sd_hi"] = lof.bias_sd_ratio_interval(LOF_LEVEL)
         except InputError:
             pass
     return row
@@ -281,7 +286,8 @@ def in_sample_stats(df: pd.DataFrame, make, relative: str = DEFAULT_SCALE) -> di
     whose held-out scores come from elsewhere: ``mape_in``, ``n_params``, and
     where the candidate has a parameter count ``aic``, ``bic`` and, where some
     schedules are replicated, the pure-error lack-of-fit test ``lof_F``,
-    ``lof_p`` and its effect size ``lof_sd_ratio``
+    ``lof_p`` and its effect size ``lof_sd_ratio`` with its :data:`LOF_LEVEL`
+    interval ``lof_sd_lo`` / ``lof_sd_hi``
     (:func:`perfmodel.stats.adequacy.lack_of_fit` on the residuals of
     the ``relative`` scale, groups of identical schedules).
 
@@ -339,8 +345,8 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
     floor : a :class:`perfmodel.data.noise.NoiseFloor` (default: computed on
         the test steps' trace -- for ``'transfer'`` the test workload)
     in_sample : also fit every candidate on all steps for ``mape_in``,
-        ``n_params``, ``aic``, ``bic``, ``lof_F``, ``lof_p``, ``lof_sd_ratio`` (False leaves
-        them NaN)
+        ``n_params``, ``aic``, ``bic``, ``lof_F``, ``lof_p``, ``lof_sd_ratio``,
+        ``lof_sd_lo``, ``lof_sd_hi`` (False leaves them NaN)
     time_ordered : whether the folds add time blocks and purge neighbours
         (default :func:`perfmodel.stats.validation.is_time_ordered`)
     progress : optional callable ``progress(str)`` told each candidate
@@ -360,8 +366,10 @@ def compare(df: pd.DataFrame, models: Sequence[str] | str | None = None,
     ``n_params``, held-out ``MAPE``, ``RMSE`` and each by regime
     (``MAPE_decode-only`` ...), ``n_test``, ``fold_mape_mean``,
     ``fold_mape_sd``, in-sample ``mape_in`` / ``aic`` / ``bic`` / ``lof_F`` /
-    ``lof_p`` / ``lof_sd_ratio`` (residuals on the ``relative`` scale; the lack-of-fit test
-    groups identical schedules), ``noise_floor`` (median-oracle MAPE,
+    ``lof_p`` / ``lof_sd_ratio`` with its :data:`LOF_LEVEL` interval ``lof_sd_lo`` /
+    ``lof_sd_hi`` (residuals on the ``relative`` scale; the lack-of-fit test
+    groups identical schedules;
+    :meth:`perfmodel.stats.adequacy.LackOfFitResult.bias_sd_ratio_interval`), ``noise_floor`` (median-oracle MAPE,
     percent), ``ratio_to_floor`` and its 90 % cluster-bootstrap interval
     ``ratio_lo`` / ``ratio_hi`` (over the test steps that have replicates;
     clusters: the leak-free groups), ``MdAPE`` (percent) and ``RMSLE``
@@ -574,7 +582,7 @@ def _table(rows, nf, cv, n_splits, relative, n_steps) -> pd.DataFrame:
     cols = (["name", "kind", "status", "n_params", "MAPE", "RMSE"]
             + [f"MAPE_{r}" for r in _REGIMES] + [f"RMSE_{r}" for r in _REGIMES]
             + ["n_test", "fold_mape_mean", "fold_mape_sd", "mape_in", "aic", "bic", "lof_F",
-               "lof_p", "lof_sd_ratio", "ratio_lo", "ratio_hi", "MdAPE", "RMSLE", "diff_vs_ref", "diff_lo",
+               "lof_p", "lof_sd_ratio", "lof_sd_lo", "lof_sd_hi", "ratio_lo", "ratio_hi", "MdAPE", "RMSLE", "diff_vs_ref", "diff_lo",
                "diff_hi", "p_vs_ref"])
     out = pd.DataFrame(rows).reindex(columns=cols)
     fl = nf.floor if nf.kind != "none" else np.nan

@@ -50,6 +50,7 @@ __all__ = [
     "is_time_ordered",
     "make_folds",
     "run_codes",
+    "time_blocks",
 ]
 
 #: Default length, in steps, of the contiguous time blocks of :func:`fold_groups`
@@ -247,6 +248,39 @@ def fold_groups(df: pd.DataFrame, *, time_ordered: bool | None = None,
     sched = _schedule_key(df)  # first: its temporaries are the largest, the layout waits
     keys = _group_keys(df, _layout(df, time_ordered), block, sched)  # the layout freed here
     return _components(keys, len(df))
+
+
+def time_blocks(df: pd.DataFrame, block: int = DEFAULT_BLOCK) -> np.ndarray:
+    """Time block of each step: rule 3 of :func:`fold_groups` on its own.
+
+    Problem: neighbouring steps of one engine run share host state, so their
+    errors (and whether an interval covers them) are correlated; studies of
+    that correlation need the same blocks the folds use, without the
+    identical-schedule and configuration links that :func:`fold_groups` adds
+    for leakage (those can chain a whole sweep into one group).
+
+    Parameters
+    ----------
+    df : DataFrame
+        A step trace; ``step``, else ``timestamp``, else row order gives time;
+        the ``replicate`` column, when present, separates runs.
+    block : int, default :data:`DEFAULT_BLOCK`
+        Steps per block, >= 1.
+
+    Returns
+    -------
+    ndarray of int64, shape (n,)
+        Block label of each row (run and ``position // block``), numbered 0,
+        1, ... in order of first row.
+
+    Verified in ``tests/stats/test_folds.py`` (blocks of a hand-made trace,
+    and that every block lies inside one :func:`fold_groups` group).
+    """
+    _check_trace(df, need_y=False)
+    block = _int(block, "block", 1)
+    lay = _layout(df, True)
+    nb = int(lay.pos.max()) // block + 1 if len(df) else 1
+    return pd.factorize(lay.run * nb + lay.pos // block)[0].astype(np.int64)
 
 
 def _check_k(k: Any, lo: int = 2) -> int:

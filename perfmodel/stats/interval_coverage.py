@@ -28,10 +28,20 @@ the first and almost never in the second.  :func:`calibrated_within_chance`
 gives the chance that a calibrated interval lands within the tolerance, so
 that a count of cells within it can be set against the count a calibrated
 interval would reach, and :func:`consistent_with_level` the exact binomial
-test of one cell.  Both treat the steps as independent draws; steps of one
-configuration or of neighbouring time share their errors, so the real
-spread is wider: the expected count is an upper bound, and the test rejects
-more often than its level.
+test of one cell.  By default both treat the steps as independent draws;
+steps of one configuration or of neighbouring time share their errors, so
+the real spread is wider: that expected count is an upper bound, and that
+test rejects more often than its level.  The cluster-aware reference passes
+each cell's design effect ``deff`` (``coverage_by_regime(..., clusters=)``:
+the one-way ANOVA intraclass correlation of the cell's inside/outside
+indicators within the clusters, :mod:`perfmodel.stats.uncertainty.clustering`):
+the count inside the interval is then taken as beta-binomial with the
+binomial's mean and its variance times ``deff`` (intra-cell correlation
+``rho = (deff - 1) / (n - 1)``; ``deff = 1`` is the binomial).  The
+indicators' clustering is measured on the interval at hand, so the
+reference assumes a calibrated interval's misses would cluster alike.
+:func:`within_tolerance` is the one rule for "within the tolerance" (a
+coverage exactly at the edge counts as within).
 
 Verified against hand-counted cases in tests/stats/test_interval_coverage.py
 and, before/after, against the tables of ``scripts/interval_study.py`` and
@@ -48,9 +58,12 @@ from perfmodel._checks import check_positive, check_probability, check_vector
 from perfmodel.core.interval_calibration import LENGTHS, PHASES
 from perfmodel.errors import InputError
 from perfmodel.stats.predictive import _level  # the one check of an interval level
+from perfmodel.stats.uncertainty.clustering import intraclass_correlation
 
 __all__ = ["calibrated_within_chance", "consistent_with_level", "coverage_by_regime",
-           "regime_masks"]
+           "coverage_clusters", "regime_masks", "within_tolerance"]
+
+_EDGE = 1e-9  # a coverage exactly at the tolerance's edge counts as within
 
 
 def _labels(name: str, values, n: int) -> np.ndarray:
@@ -108,7 +121,45 @@ def regime_masks(phase, length=None, mu=None, long_ms: float | None = None,
     return masks
 
 
-def coverage_by_regime(y, mu, bounds: Mapping, masks: Mapping) -> pd.DataFrame:
+def coverage_clusters(df: pd.DataFrame, block: int | None = None) -> np.ndarray:
+    """Cluster of each held-out step for the design effect of its coverage.
+
+    Steps of one configuration (the ``config`` column: replicates of one
+    schedule) share their errors; so do neighbouring steps of one engine run
+    (host state).  The label is therefore the configuration when the trace
+    has one, else the fold engine's time block
+    (:func:`perfmodel.stats.folds.time_blocks`, ``block`` steps, default its
+    ``DEFAULT_BLOCK``).  Identical schedules are not linked here (they are
+    for leakage, :func:`perfmodel.stats.folds.fold_groups`): that link chains
+    whole sweeps into one group and says nothing about shared errors.
+
+    Parameters
+    ----------
+    df : DataFrame
+        The held-out steps.
+    block : int, optional
+        Steps per time block.
+
+    Returns
+    -------
+    numpy.ndarray of str, one label per row
+
+    Verified in tests/stats/test_interval_coverage.py.
+    """
+    from perfmodel.stats.folds import DEFAULT_BLOCK, time_blocks
+
+    if not isinstance(df, pd.DataFrame):
+        raise InputError(f"df must be a DataFrame of steps, got {type(df).__name__}")
+    if "config" in df.columns:
+        c = df["config"]
+        if c.isna().any():
+            raise InputError("column `config` has missing values")
+        return ("config:" + c.astype(str)).to_numpy(dtype=object)
+    b = time_blocks(df, DEFAULT_BLOCK if block is None else block)
+    return np.array([f"block:{v}" for v in b], dtype=object)
+
+
+def coverage_by_regime(y, mu, bounds: Mapping, masks: Mapping, clusters=None) -> pd.DataFrame:
     """Coverage and median relative width of intervals per regime and level.
 
     Parameters
@@ -124,6 +175,11 @@ def coverage_by_regime(y, mu, bounds: Mapping, masks: Mapping) -> pd.DataFrame:
         (one-sided interval).
     masks : mapping
         Regime name -> boolean array per step (:func:`regime_masks`).
+    clusters : array_like, optional
+        Cluster label of each step (e.g. :func:`perfmodel.stats.folds.fold_groups`
+        of the held-out steps: configuration, identical schedule, time block).
+        Adds the column ``design_effect``: per cell, the design effect of the
+        inside/outside indicators within these clusters (module docstring).
 
     Returns
     -------
@@ -131,7 +187,8 @@ def coverage_by_regime(y, mu, bounds: Mapping, masks: Mapping) -> pd.DataFrame:
         One row per non-empty regime and level, regime-major in the order of
         ``masks`` and ``bounds``: ``regime``, ``level``, ``n`` (steps),
         ``coverage`` (share with ``lower <= y <= upper``) and ``width`` (median
-        of ``(upper - lower) / mu``), unrounded.
+        of ``(upper - lower) / mu``), unrounded; with ``clusters`` also
+        ``design_effect`` (>= 1).
 
     Raises
     ------
@@ -157,6 +214,10 @@ def coverage_by_regime(y, mu, bounds: Mapping, masks: Mapping) -> pd.DataFrame:
         if lo.shape != y.shape or hi.shape != y.shape:
             raise InputError(f"bounds[{lv}] must hold one bound per step ({len(y)})")
         tally[lv] = ((y >= lo) & (y <= hi), (hi - lo) / mu)
+    if clusters is not None:
+        clusters = _labels("clusters", clusters, len(y))
+        if pd.isna(pd.Series(clusters)).any():
+            raise InputError("clusters must not hold missing labels")
     rows = []
     for reg, m in masks.items():
         m = np.asarray(m)
@@ -166,10 +227,75 @@ def coverage_by_regime(y, mu, bounds: Mapping, masks: Mapping) -> pd.DataFrame:
         if n == 0:
             continue
         for lv, (inside, width) in tally.items():
-            rows.append({"regime": reg, "level": lv, "n": n,
-                         "coverage": float(inside[m].mean()),
-                         "width": float(np.median(width[m]))})
-    return pd.DataFrame(rows, columns=["regime", "level", "n", "coverage", "width"])
+            row = {"regime": reg, "level": lv, "n": n, "coverage": float(inside[m].mean()),
+                   "width": float(np.median(width[m]))}
+            if clusters is not None:
+                row["design_effect"] = (intraclass_correlation(
+                    inside[m].astype(float), clusters[m]).design_effect if n >= 2 else 1.0)
+            rows.append(row)
+    cols = ["regime", "level", "n", "coverage", "width"]
+    return pd.DataFrame(rows, columns=cols + (["design_effect"] if clusters is not None else []))
+
+
+def within_tolerance(coverage, level, tolerance: float) -> np.ndarray:
+    """Whether each coverage lies within ``tolerance`` of its level: the one rule.
+
+    Problem: "cells within 3 points" was counted by several local rules,
+    one of which dropped a coverage exactly at the edge (0.77 at level 0.8
+    is 0.0300000000000000266 away in floating point); this rule, with a
+    1e-9 allowance, counts the edge as within, as
+    :func:`calibrated_within_chance` does.
+
+    Parameters
+    ----------
+    coverage, level : float or array_like of float
+        Shares in [0, 1] and levels in (0, 1), broadcast together.
+    tolerance : float
+        Allowed distance (a share, e.g. 0.03), > 0.
+
+    Returns
+    -------
+    numpy.ndarray of bool
+
+    Verified in tests/stats/test_interval_coverage.py (edge cases, bad input).
+    """
+    check_positive("tolerance", tolerance)
+    try:
+        cov = np.asarray(coverage, dtype=float)
+        lv = np.asarray(level, dtype=float)
+        cov, lv = np.broadcast_arrays(np.atleast_1d(cov), np.atleast_1d(lv))
+    except (TypeError, ValueError):
+        raise InputError("coverage and level must be matching numeric arrays") from None
+    if not np.all(np.isfinite(cov)) or np.any((cov < 0) | (cov > 1)):
+        raise InputError("coverage must be shares in [0, 1]")
+    for v in np.unique(lv):
+        _level(float(v))
+    return np.abs(cov - lv) <= tolerance + _EDGE
+
+
+def _rho(n: np.ndarray, design_effect) -> np.ndarray:
+    """Intra-cell correlation of the beta-binomial whose variance is ``deff`` times the binomial's."""
+    try:
+        deff = np.atleast_1d(np.asarray(design_effect, dtype=float))
+        n, deff = np.broadcast_arrays(n, deff)
+    except (TypeError, ValueError):
+        raise InputError(f"design_effect must be numbers >= 1, one per cell, "
+                         f"got {design_effect!r}") from None
+    if not np.all(np.isfinite(deff)) or np.any(deff < 1):
+        raise InputError(f"design_effect must be finite numbers >= 1, got {design_effect!r}")
+    rho = np.where(n > 1, (deff - 1.0) / np.maximum(n - 1.0, 1.0), 0.0)
+    return np.minimum(rho, 1.0 - 1e-9)  # deff >= n: the whole cell moves as one
+
+
+def _count_pmf(n: int, p: float, rho: float) -> np.ndarray:
+    """P(K = 0..n): binomial (rho 0) or the beta-binomial of :func:`_rho`."""
+    from scipy import stats
+
+    k = np.arange(n + 1)
+    if rho <= 0:
+        return stats.binom.pmf(k, n, p)
+    s = 1.0 / rho - 1.0
+    return stats.betabinom.pmf(k, n, p * s, (1.0 - p) * s)
 
 
 def _cells(n, level, tolerance=None):
@@ -189,7 +315,7 @@ def _cells(n, level, tolerance=None):
     return n, level
 
 
-def calibrated_within_chance(n, level, tolerance: float) -> np.ndarray:
+def calibrated_within_chance(n, level, tolerance: float, design_effect=1.0) -> np.ndarray:
     """Chance that a calibrated interval covers within ``tolerance`` of its level, per cell.
 
     Problem: a count such as "15 of 78 cells within 3 points" has no meaning
@@ -204,27 +330,39 @@ def calibrated_within_chance(n, level, tolerance: float) -> np.ndarray:
         Each cell's nominal coverage, in (0, 1).
     tolerance : float
         Allowed distance of the coverage from the level (a share, e.g. 0.03).
+    design_effect : float or array of float, default 1
+        Each cell's design effect (>= 1; the ``design_effect`` column of
+        :func:`coverage_by_regime`); 1 takes the steps as independent.
 
     Returns
     -------
     numpy.ndarray
-        ``P(|K/n - level| <= tolerance)`` for ``K ~ Binomial(n, level)``: the
-        steps taken as independent, so an upper bound for clustered steps.
-        Their sum is the expected number of cells within the tolerance.
+        ``P(|K/n - level| <= tolerance)`` for ``K ~ Binomial(n, level)`` (steps
+        taken as independent: an upper bound for clustered steps), or with a
+        design effect the beta-binomial of the module docstring.  Their sum
+        is the expected number of cells within the tolerance.
 
     Verified in tests/stats/test_interval_coverage.py against a direct sum of
-    binomial probabilities and a simulation.
+    binomial probabilities and simulations (independent and clustered steps).
     """
     from scipy import stats
 
     n, level = _cells(n, level, tolerance)
-    eps = 1e-9  # a coverage exactly at the edge counts as within, as in the tables
-    hi = np.floor(n * (level + tolerance) + eps)
-    lo = np.ceil(n * (level - tolerance) - eps)
-    return stats.binom.cdf(hi, n, level) - stats.binom.cdf(lo - 1, n, level)
+    rho = _rho(n, design_effect)
+    n, level, rho = np.broadcast_arrays(n, level, rho)
+    hi = np.floor(n * (level + tolerance) + _EDGE)
+    lo = np.ceil(n * (level - tolerance) - _EDGE)
+    out = stats.binom.cdf(hi, n, level) - stats.binom.cdf(lo - 1, n, level)
+    for i in np.flatnonzero(rho > 0):
+        s = 1.0 / rho[i] - 1.0
+        a, b = level[i] * s, (1.0 - level[i]) * s
+        out[i] = (stats.betabinom.cdf(hi[i], n[i], a, b)
+                  - stats.betabinom.cdf(lo[i] - 1, n[i], a, b))
+    return out
 
 
-def consistent_with_level(coverage, n, level, alpha: float = 0.05) -> np.ndarray:
+def consistent_with_level(coverage, n, level, alpha: float = 0.05,
+                          design_effect=1.0) -> np.ndarray:
     """Whether each cell's coverage is consistent with its level (exact binomial test).
 
     Parameters
@@ -234,20 +372,26 @@ def consistent_with_level(coverage, n, level, alpha: float = 0.05) -> np.ndarray
     n, level : as in :func:`calibrated_within_chance`
     alpha : float
         Test level, in (0, 1).
+    design_effect : float or array of float, default 1
+        As in :func:`calibrated_within_chance`.
 
     Returns
     -------
     numpy.ndarray of bool
-        True where the two-sided exact binomial test of ``round(coverage n)``
-        covered steps out of ``n`` against ``level`` has ``p >= alpha`` (steps
-        taken as independent: with clustered steps it rejects more often than
-        ``alpha``).
+        True where the two-sided exact test of ``round(coverage n)`` covered
+        steps out of ``n`` against ``level`` has ``p >= alpha``: the binomial
+        test (scipy's ``binomtest``; steps taken as independent, so with
+        clustered steps it rejects more often than ``alpha``), or with a
+        design effect the same test on the beta-binomial (p = the mass of the
+        counts no more likely than the one seen, scipy's two-sided rule).
 
-    Verified in tests/stats/test_interval_coverage.py (hand-checked cells).
+    Verified in tests/stats/test_interval_coverage.py (hand-checked cells;
+    design effect 1 equals ``binomtest``).
     """
     from scipy import stats
 
     n, level = _cells(n, level)
+    rho = np.broadcast_to(_rho(n, design_effect), n.shape)
     cov = np.atleast_1d(np.asarray(coverage, dtype=float))
     if cov.shape != n.shape and cov.size != 1:
         raise InputError(f"coverage ({cov.size}) and n ({n.size}) do not match")
@@ -256,5 +400,11 @@ def consistent_with_level(coverage, n, level, alpha: float = 0.05) -> np.ndarray
         raise InputError("coverage must be shares in [0, 1]")
     alpha = check_probability("alpha", alpha)
     k = np.round(cov * n).astype(np.int64)
-    return np.array([stats.binomtest(int(ki), int(ni), float(lv)).pvalue >= alpha
-                     for ki, ni, lv in zip(k, n, level)])
+    out = []
+    for ki, ni, lv, r in zip(k, n, level, rho):
+        if r <= 0:
+            out.append(stats.binomtest(int(ki), int(ni), float(lv)).pvalue >= alpha)
+            continue
+        pmf = _count_pmf(int(ni), float(lv), float(r))
+        out.append(float(pmf[pmf <= pmf[ki] * (1 + 1e-7)].sum()) >= alpha)
+    return np.array(out)

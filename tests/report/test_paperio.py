@@ -103,6 +103,28 @@ def test_count_word_spells_small_counts_and_refuses_what_is_not_a_count():
             pio.count_word(bad)
 
 
+def test_word_list_joins_as_prose_and_refuses_what_is_not_a_list_of_words():
+    assert pio.word_list([]) == "none"
+    assert pio.word_list([], empty="no data set") == "no data set"
+    assert pio.word_list(["H200"]) == "H200"
+    assert pio.word_list(("H200", "H100")) == "H200 and H100"
+    assert pio.word_list(iter(["a", "b", "c"])) == "a, b and c"
+    for bad in ("abc", None, 3, ["a", 2], ["a", ""]):
+        with pytest.raises(InputError, match="word_list"):
+            pio.word_list(bad)
+
+
+def test_format_estimate_prints_the_value_and_its_interval():
+    assert pio.format_estimate(0.2712, 0.1399, 0.3871) == "0.27 [0.14, 0.39]"
+    assert pio.format_estimate(0.0, 0.0, 0.31) == "0 [0, 0.31]"
+    assert pio.format_estimate(1.412, 1.381, 1.437) == "1.41 [1.38, 1.44]"  # ends kept apart
+    assert pio.format_estimate(2.0, 2.0, 2.0) == "2.0 [2.0, 2.0]"
+    assert pio.format_estimate(float("nan"), 0.0, 1.0) == "--"
+    for bad in ((1.0, 2.0, 3.0), ("x", 0, 1), (True, 0, 1)):
+        with pytest.raises(InputError, match="format_estimate"):
+            pio.format_estimate(*bad)
+
+
 def test_write_numbers_is_deterministic_and_sorted(tmp_path):
     vals = {"Zeta": 1.23456, "Alpha": 7, "Mid": "text"}
     out = pio.write_numbers(vals, "nbx", folder=tmp_path)

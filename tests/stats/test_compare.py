@@ -439,11 +439,15 @@ def test_in_sample_stats_is_compares_in_sample_row_and_detects_lack_of_fit():
                                                                 seed=0)),
                        ("linear", lambda: make_candidate("linear", "baseline"))):
         row = in_sample_stats(df, make)
-        for col in ("mape_in", "aic", "lof_F", "lof_p"):
-            assert row[col] == pytest.approx(tab.loc[name, col], rel=1e-6), (name, col)
+        for col in ("mape_in", "aic", "lof_F", "lof_p", "lof_sd_ratio", "lof_sd_lo", "lof_sd_hi"):
+            assert row[col] == pytest.approx(tab.loc[name, col], rel=1e-6, abs=1e-12), (name, col)
     truth = in_sample_stats(df, lambda: make_candidate("seed_ctx_mono", "model", n_starts=2, seed=0))
     line = in_sample_stats(df, lambda: make_candidate("linear", "baseline"))
     assert truth["lof_p"] > 0.01 and line["lof_p"] < 1e-6 and line["lof_F"] > 10 * truth["lof_F"]
+    # the effect size comes with its interval, which holds it; the line's excludes zero
+    for r in (truth, line):
+        assert r["lof_sd_lo"] <= r["lof_sd_ratio"] <= r["lof_sd_hi"]
+    assert line["lof_sd_lo"] > 0 and truth["lof_sd_lo"] == 0.0
     with pytest.raises(InputError, match="duration_ms"):
         in_sample_stats(df.drop(columns="duration_ms"), lambda: make_candidate("linear", "baseline"))
     with pytest.raises(InputError, match="make must be a callable"):

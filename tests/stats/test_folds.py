@@ -489,3 +489,21 @@ def test_ngroups_are_the_codes_of_a_pandas_grouping():
     np.testing.assert_array_equal(got, want)
     assert got.dtype == np.int64 and got[0] == 0 and np.all(np.diff(np.maximum.accumulate(got)) <= 1)
     np.testing.assert_array_equal(_ngroups([parts[0]]), pd.factorize(parts[0])[0])
+
+
+def test_time_blocks_are_the_fold_engines_blocks_alone():
+    from perfmodel.stats.folds import fold_groups, time_blocks
+
+    df = pd.DataFrame({"batch_size": [1] * 7, "total_tokens": [1] * 7,
+                       "duration_ms": np.arange(1.0, 8.0),
+                       "step": [10, 11, 12, 13, 14, 15, 16]})
+    assert time_blocks(df, block=3).tolist() == [0, 0, 0, 1, 1, 1, 2]
+    # two runs (replicate column): blocks restart per run
+    two = df.assign(replicate=["a", "a", "a", "a", "b", "b", "b"], step=[0, 1, 2, 3, 0, 1, 2])
+    assert time_blocks(two, block=2).tolist() == [0, 0, 1, 1, 2, 2, 3]
+    # every time block sits inside one leak-free group (rule 3 of fold_groups)
+    g = fold_groups(df, time_ordered=True, block=3)
+    for b in np.unique(time_blocks(df, block=3)):
+        assert len(set(g[time_blocks(df, block=3) == b])) == 1
+    with pytest.raises(InputError, match="block"):
+        time_blocks(df, block=0)

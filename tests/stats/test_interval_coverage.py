@@ -7,7 +7,9 @@ from perfmodel.stats.interval_coverage import (
     calibrated_within_chance,
     consistent_with_level,
     coverage_by_regime,
+    coverage_clusters,
     regime_masks,
+    within_tolerance,
 )
 from perfmodel.stats.intervals import Interval
 
@@ -97,8 +99,68 @@ def test_consistent_with_level_is_the_exact_binomial_test():
     assert consistent_with_level(0.85, [40, 4000], [0.8, 0.8]).tolist() == [True, False]
 
 
+def test_within_tolerance_counts_the_edge_as_within():
+    # 0.77 at level 0.8 is 0.0300000000000000266 away in floating point: within
+    assert within_tolerance([0.77, 0.769, 0.83, 0.831], 0.8, 0.03).tolist() == [
+        True, False, True, False]
+    assert within_tolerance(0.9, [0.8, 0.9, 0.95], 0.05).tolist() == [False, True, True]
+
+
+def test_design_effect_of_a_cell_is_that_of_its_inside_indicators():
+    from perfmodel.stats.uncertainty.clustering import intraclass_correlation
+
+    rng = np.random.default_rng(3)
+    n = 60
+    y, mu = rng.lognormal(0, 0.2, n), np.ones(n)
+    clusters = np.repeat(np.arange(12), 5)
+    shift = np.repeat(rng.normal(0, 0.3, 12), 5)  # misses cluster: shared shift per cluster
+    lo, hi = 0.8 + shift, 1.2 + shift
+    masks = {"all": np.ones(n, bool), "half": np.arange(n) < 30}
+    tab = coverage_by_regime(y, mu, {0.8: (lo, hi)}, masks, clusters=clusters)
+    inside = (y >= lo) & (y <= hi)
+    for reg, m in masks.items():
+        want = intraclass_correlation(inside[m].astype(float), clusters[m]).design_effect
+        assert tab.loc[tab.regime == reg, "design_effect"].item() == pytest.approx(want)
+    assert "design_effect" not in coverage_by_regime(y, mu, {0.8: (lo, hi)}, masks).columns
+    with pytest.raises(InputError, match="clusters"):
+        coverage_by_regime(y, mu, {0.8: (lo, hi)}, masks, clusters=clusters[:-1])
+
+
+def test_cluster_aware_reference_matches_clustered_simulation():
+    # 40 clusters of 10 steps; each cluster's coverage ~ Beta with mean 0.9 and ICC 0.3
+    # (design effect 1 + 9 * 0.3 = 3.7): the beta-binomial reference against 4000 draws
+    rng = np.random.default_rng(1)
+    g, m, p, icc = 40, 10, 0.9, 0.3
+    s = 1 / icc - 1
+    k = rng.binomial(m, rng.beta(p * s, (1 - p) * s, (4000, g))).sum(axis=1)
+    sim = np.mean(np.abs(k / (g * m) - p) <= 0.03 + 1e-9)
+    deff = 1 + (m - 1) * icc
+    ref = calibrated_within_chance(g * m, p, 0.03, design_effect=deff)[0]
+    assert abs(sim - ref) < 0.05  # moment match: 0.72 against 0.745 (s.e. 0.007)
+    # independent steps would claim far more: the binomial reference is an upper bound
+    assert calibrated_within_chance(g * m, p, 0.03)[0] > ref + 0.2
+    assert calibrated_within_chance(g * m, p, 0.03, design_effect=1.0)[0] == pytest.approx(
+        calibrated_within_chance(g * m, p, 0.03)[0], rel=1e-12)
+
+
+def test_consistent_with_level_widens_with_the_design_effect():
+    # 340 of 400 at 0.9: the binomial test rejects, with design effect 3.7 it does not
+    assert consistent_with_level([0.85, 0.85], [400, 400], 0.9,
+                                 design_effect=[1.0, 3.7]).tolist() == [False, True]
+    # design effect 1 is scipy's binomtest
+    from scipy import stats
+    for k in (30, 36, 40, 44):
+        assert consistent_with_level(k / 50, 50, 0.8, design_effect=1.0)[0] == (
+            stats.binomtest(k, 50, 0.8).pvalue >= 0.05)
+
+
 @pytest.mark.parametrize("call, match", [
     (lambda: calibrated_within_chance(0, 0.8, 0.03), "n must"),
+    (lambda: calibrated_within_chance(10, 0.8, 0.03, design_effect=0.5), "design_effect"),
+    (lambda: calibrated_within_chance(10, 0.8, 0.03, design_effect="x"), "design_effect"),
+    (lambda: within_tolerance(1.2, 0.8, 0.03), "coverage"),
+    (lambda: within_tolerance(0.8, 0.8, 0), "tolerance"),
+    (lambda: within_tolerance(0.8, 1.0, 0.03), "level"),
     (lambda: calibrated_within_chance(10.5, 0.8, 0.03), "n must"),
     (lambda: calibrated_within_chance(10, 1.2, 0.03), "level"),
     (lambda: calibrated_within_chance(10, 0.8, -0.1), "tolerance"),
@@ -109,3 +171,16 @@ def test_consistent_with_level_is_the_exact_binomial_test():
 def test_sampling_reference_bad_input_raises(call, match):
     with pytest.raises(InputError, match=match):
         call()
+
+
+def test_coverage_clusters_are_configurations_else_time_blocks():
+    import pandas as pd
+
+    df = pd.DataFrame({"batch_size": [1, 2, 1, 2], "total_tokens": [1, 2, 1, 2],
+                       "duration_ms": [1.0, 2.0, 1.0, 2.0], "step": [0, 1, 2, 3]})
+    assert coverage_clusters(df, block=2).tolist() == ["block:0", "block:0", "block:1",
+                                                       "block:1"]
+    cfg = df.assign(config=["a", "b", "a", "b"])
+    assert coverage_clusters(cfg).tolist() == ["config:a", "config:b", "config:a", "config:b"]
+    with pytest.raises(InputError, match="DataFrame"):
+        coverage_clusters([1, 2])

@@ -47,12 +47,14 @@ from perfmodel.report.paperio.macros import (
     assemble_numbers,
     count_word,
     format_bound,
+    format_estimate,
     format_number,
     format_paired,
     format_to_uncertainty,
     interval_excludes_zero,
     macro_name,
     read_numbers,
+    word_list,
     write_numbers,
 )
 from perfmodel.report.paperio.make_helpers import notebook_deps, strip_notebook
@@ -73,6 +75,7 @@ __all__ = [
     "count_word",
     "find_root",
     "format_bound",
+    "format_estimate",
     "format_number",
     "format_paired",
     "format_to_uncertainty",
@@ -88,6 +91,7 @@ __all__ = [
     "stack",
     "strip_notebook",
     "table_tex",
+    "word_list",
     "write_numbers",
     "write_table",
 ]

@@ -70,6 +70,37 @@ def count_word(n: Any) -> str:
     return _DIGITS[n].lower() if n < len(_DIGITS) else str(n)
 
 
+def word_list(items: Iterable[Any], *, empty: str = "none") -> str:
+    """Items as prose lists them: ``'a'``, ``'a and b'``, ``'a, b and c'``; ``empty`` when none.
+
+    Problem: macros that name the data sets or regimes where something holds
+    ("the token factor helps on H200 and H100") were joined by two local
+    rules in one notebook ("a, b" and "a, b and c"); one rule here keeps
+    every such list alike.
+
+    Parameters
+    ----------
+    items : iterable of str
+        Already escaped for LaTeX where needed (this function adds nothing).
+    empty : str
+        What an empty list reads as.
+
+    Returns
+    -------
+    str
+
+    Verified in ``tests/report/test_paperio.py`` (0, 1, 2 and 3 items, bad input).
+    """
+    if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
+        raise InputError(f"word_list needs an iterable of strings, got {items!r}")
+    items = list(items)
+    if not all(isinstance(x, str) and x for x in items) or not isinstance(empty, str):
+        raise InputError(f"word_list items and empty must be non-empty strings, got {items!r}")
+    if not items:
+        return empty
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def format_number(value: Any, digits: int = 3, *, fixed: bool = False, percent: bool = False,
                   thousands: bool = True) -> str:
     """Format one number for LaTeX text.
@@ -121,6 +152,42 @@ def format_number(value: Any, digits: int = 3, *, fixed: bool = False, percent: 
     if float(s.replace("{,}", "")) == 0:
         sign = ""
     return sign + s + suffix
+
+
+def format_estimate(value: Any, lo: Any, hi: Any, digits: int = 2) -> str:
+    """An estimate with its interval for text or a table cell: ``0.27 [0.14, 0.39]``.
+
+    Problem: an effect size printed alone (the lack-of-fit ``sigma_b /
+    sigma`` of the comparison tables) hides how little a few groups
+    determine it; every such estimate is printed with its interval, each
+    number by :func:`format_number` with ``digits`` significant digits.
+
+    Parameters
+    ----------
+    value, lo, hi : real numbers (NaN anywhere gives ``--``)
+    digits : significant digits of each; one more (up to 4) while the two
+        ends of an interval of non-zero width would print alike
+
+    Returns
+    -------
+    str
+
+    Verified in ``tests/report/test_paperio.py``.
+    """
+    vals = []
+    for name, v in (("value", value), ("lo", lo), ("hi", hi)):
+        if isinstance(v, bool) or not isinstance(v, _numbers.Real):
+            raise InputError(f"format_estimate: {name} must be a real number, got {v!r}")
+        vals.append(float(v))
+    if any(math.isnan(v) for v in vals):
+        return "--"
+    if not vals[1] <= vals[0] <= vals[2]:
+        raise InputError(f"format_estimate: interval [{vals[1]}, {vals[2]}] does not hold "
+                         f"the estimate {vals[0]}")
+    v, a, b = (format_number(x, digits) for x in vals)
+    if a == b and vals[1] < vals[2] and digits < 4:  # a narrow interval: one digit more
+        return format_estimate(value, lo, hi, digits + 1)
+    return f"{v} [{a}, {b}]"
 
 
 def format_bound(value: Any, limit: float, digits: int = 2, *, latex: bool = True) -> str:
