@@ -44,8 +44,9 @@ def add_sla_arguments(parser) -> None:
                    help="recommend max_num_batched_tokens and max_num_seqs")
     parser.add_argument("--quantile", type=float, default=None,
                         help="meet the target with this probability q (0 < q < 1)")
-    parser.add_argument("--method", choices=("delta", "bootstrap"), default="delta",
-                        help="prediction distribution for --quantile")
+    parser.add_argument("--method", choices=("delta", "bootstrap", "conformal"), default="delta",
+                        help="prediction distribution for --quantile (conformal: the upper end of "
+                             "the fit's calibrated interval at level 2q - 1)")
     parser.add_argument("--bootstrap-samples", default=None,
                         help="parameter samples for --method bootstrap (.npy or .csv, n x p)")
     parser.add_argument("--batch-sizes", default=",".join(map(str, DEFAULT_SEQS_GRID)),

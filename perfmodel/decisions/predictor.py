@@ -42,10 +42,29 @@ def _check_predictor_like(fit) -> None:
                          f"{type(fit).__name__}")
 
 
+METHODS = ("delta", "bootstrap", "conformal")
+
+
 def _check_method(method: str) -> str:
-    if method not in ("delta", "bootstrap"):
-        raise InputError(f"method must be 'delta' or 'bootstrap', got {method!r}")
+    if method not in METHODS:
+        raise InputError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
     return method
+
+
+def _conformal_level(fit, q: float) -> float:
+    """The stored central level whose upper end is the ``q``-quantile: ``2q - 1``."""
+    cal = getattr(fit, "interval_calibration", None)
+    if not cal:
+        raise InputError("method='conformal' needs a fit with an interval calibration "
+                         "(perfmodel fit, or perfmodel.stats.intervals.calibrate_intervals)")
+    level = 2.0 * q - 1.0
+    levels = [float(v) for v in cal["levels"]]
+    if not any(abs(v - level) < 1e-9 for v in levels):
+        raise InputError(f"method='conformal' gives the q-quantile as the upper end of the stored "
+                         f"central level 2q - 1 = {level:g}, which is not calibrated; the fit "
+                         f"stores {', '.join(f'{v:g}' for v in levels)} (q = "
+                         f"{', '.join(f'{(1 + v) / 2:g}' for v in levels)})")
+    return level
 
 
 class Predictor:
@@ -55,7 +74,13 @@ class Predictor:
     ----------
     fit : FitResult (needed for ``q``), or any object with ``.predict(feats)``
     q : None (point prediction) or a probability in (0, 1)
-    method : ``'delta'`` or ``'bootstrap'`` (see :mod:`perfmodel.decisions.sla`)
+    method : ``'delta'`` or ``'bootstrap'`` (see :mod:`perfmodel.decisions.sla`), or
+        ``'conformal'``: the ``q``-quantile is the upper end of the fit's stored
+        Mondrian conformal interval at the central level ``2q - 1`` (calibrated
+        on held-out steps per phase and length regime,
+        :func:`perfmodel.stats.intervals.conformal_interval`); the step is
+        given its phase by its ``B`` and ``S`` alone. It gives no probability at
+        other targets (``prob_below`` is NaN).
     boot_samples : (n_boot, p) parameter samples for ``'bootstrap'``
     residuals : fit-scale residuals for ``'bootstrap'`` (default: from the fit)
     features : constants for model features other than ``B`` and ``S`` (e.g.
@@ -84,7 +109,13 @@ class Predictor:
                            "residuals": residuals, "n_draws": n_draws, "seed": seed}
         self._dist = None
         self.note = ""
-        if self.q is not None:
+        self._level = None
+        if self.q is not None and method == "conformal":
+            self._level = _conformal_level(fit, self.q)
+            self.note = (f"q-quantile: upper end of the conformal interval at level "
+                         f"{self._level:g}, calibrated on held-out steps; no probability at "
+                         f"other targets")
+        elif self.q is not None:
             self.note = self.distribution.note
 
     @property
@@ -111,13 +142,31 @@ class Predictor:
         q = self.q if q is None else check_probability("q", q)
         if q is None:
             return self.point(feats)
+        if self.method == "conformal":
+            return self._conformal_upper(feats, q)
         return self.distribution.quantile(self._feats(feats), q)
+
+    def _conformal_upper(self, feats: Mapping, q: float) -> np.ndarray:
+        """Upper end of the stored conformal interval at level ``2q - 1`` (ms)."""
+        import pandas as pd
+
+        from perfmodel.stats.intervals import conformal_interval
+
+        level = _conformal_level(self.fit, q)
+        f = self._feats(feats)
+        mu = np.asarray(self.fit.predict(f), dtype=float).ravel()
+        B = np.asarray(f["B"], float).ravel()
+        # the regime of a step from its B and S; the searches also evaluate S < B (off the
+        # domain, never an answer), labelled as the one-token-per-request step S = B
+        steps = pd.DataFrame({"batch_size": B,
+                              "total_tokens": np.maximum(np.asarray(f["S"], float).ravel(), B)})
+        return np.asarray(conformal_interval(self.fit, steps, level, mu=mu).upper, dtype=float)
 
     def prob_below(self, feats: Mapping, target_ms: float) -> np.ndarray:
         """``P(T <= target_ms)`` for a new step (NaN without an uncertainty model)."""
         f = self._feats(feats)
-        if self.q is None:
-            return np.full(f["B"].size, np.nan)
+        if self.q is None or self.method == "conformal":
+            return np.full(np.asarray(f["B"]).size, np.nan)
         return self.distribution.cdf(f, target_ms)
 
     def __call__(self, feats: Mapping) -> np.ndarray:

@@ -53,6 +53,15 @@ upper end of the level ``2q - 1`` prediction band there:
   ``inverse(T_hat_b, e_j)`` and its empirical quantile is used.  Without
   stored residuals (a fit read from JSON), residuals are drawn from
   ``N(0, s^2)`` and the answer says so.
+* ``method='conformal'``: the upper end of the fit's stored Mondrian conformal
+  interval (:func:`perfmodel.stats.intervals.conformal_interval`) at the central
+  level ``2q - 1``, the step's regime taken from its ``B`` and ``S``: the only
+  quantile here calibrated on held-out steps (the delta band over-covers long
+  and under-covers short steps held out; paper, SLA inversion).  It needs a fit
+  with an interval calibration, ``2q - 1`` among its stored levels, and gives no
+  probability at other targets (``prob_meets`` is NaN).  Verified in
+  ``tests/decisions/test_sla.py`` against ``conformal_interval`` and a trace with
+  known noise.
 
 Modules
 -------

@@ -687,7 +687,8 @@ def _inverse(scale, mu, e, side: str) -> np.ndarray:
     return out
 
 
-def conformal_interval(fit, df: pd.DataFrame, level, calibration: dict | None = None) -> Interval:
+def conformal_interval(fit, df: pd.DataFrame, level, calibration: dict | None = None,
+                       mu=None) -> Interval:
     """Mondrian CV-conformal interval of new steps ``df`` at a stored ``level``.
 
     Parameters
@@ -696,6 +697,9 @@ def conformal_interval(fit, df: pd.DataFrame, level, calibration: dict | None = 
     df : step trace to predict (``batch_size``, ``total_tokens``, the model's features)
     level : one of the calibration's levels
     calibration : overrides ``fit.interval_calibration``
+    mu : the fit's predictions of ``df`` (ms), when the caller has them from
+        features ``df`` does not carry (the SLA searches hold the context
+        features at constants); default ``fit.predict(df)``
 
     Returns
     -------
@@ -712,7 +716,9 @@ def conformal_interval(fit, df: pd.DataFrame, level, calibration: dict | None = 
                          f"{cal['levels'][0]}..{cal['levels'][-1]} "
                          f"({len(cal['levels'])} levels, e.g. 0.8, 0.9, 0.95)")
     scale = get_scale(cal["scale"])
-    mu = np.asarray(fit.predict(df), dtype=float)
+    mu = np.asarray(fit.predict(df) if mu is None else mu, dtype=float).ravel()
+    if mu.shape != (len(df),) or not np.all(np.isfinite(mu)):
+        raise InputError(f"mu must hold one finite prediction per step ({len(df)})")
     rule = cal["regime_rule"]
     phase, length = interval_regimes(df, mu, rule["length_thresholds_ms"],
                                      rule["phase"]["prefill_ratio"])

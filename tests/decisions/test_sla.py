@@ -418,6 +418,10 @@ def test_sla_command_modes(fit, tmp_path):
     with pytest.raises(InputError, match="bootstrap-samples"):
         sla_command(_parse([str(path), "--target-ms", "50", "--batch-size", "4",
                             "--quantile", "0.9", "--method", "bootstrap"]))
+    # --method conformal needs the fit's interval calibration, and says so
+    with pytest.raises(InputError, match="interval calibration"):
+        sla_command(_parse([str(path), "--target-ms", "50", "--batch-size", "4",
+                            "--quantile", "0.95", "--method", "conformal"]))
 
 
 def test_context_tokens_imply_uniform_step_features():
@@ -441,3 +445,39 @@ def test_context_tokens_imply_uniform_step_features():
     assert not Predictor(Ctx()).context_assumption["context_tokens"]
     with pytest.raises(InputError, match="context_tokens"):
         Predictor(Ctx(), features={"context_tokens": -1})
+
+
+def test_conformal_quantile_is_the_calibrated_intervals_upper_end():
+    """method='conformal': the q-quantile is the upper end of the stored conformal interval at
+    level 2q - 1, the answer is bracketed on it, and on data with known noise it meets the
+    target about as often as q says; levels not stored are refused by name."""
+    import copy
+
+    from perfmodel.stats.intervals import calibrate_intervals, conformal_interval
+
+    df = _trace(n=1500, seed=7)
+    f = copy.copy(fit_model(df, "seed_id", n_starts=2))
+    f.interval_calibration = calibrate_intervals(f, df, n_starts=1)
+    B, target, q = 8, 60.0, 0.95
+    a = max_tokens_quantile(f, B, target, q, method="conformal")
+    assert a.feasible and a.method == "conformal" and math.isnan(a.prob_meets)
+    assert "conformal" in a.reason
+    p = Predictor(f, q=q, method="conformal")
+    S = a.max_total_tokens
+    assert p.quantile({"B": [B], "S": [S]})[0] <= target < p.quantile({"B": [B], "S": [S + 1]})[0]
+    # the quantile is conformal_interval's upper end for the same steps
+    steps = pd.DataFrame({"batch_size": [B, B], "total_tokens": [S, S + 1]})
+    iv = conformal_interval(f, steps, 2 * q - 1)
+    np.testing.assert_allclose(p.quantile({"B": [B, B], "S": [S, S + 1]}), iv.upper, rtol=1e-12)
+    # conservative against the median answer, and near q against the known noise at S*
+    assert S <= max_tokens(f, B, target).max_total_tokens
+    true_T = get_model("seed_id").predict(TRUE, {"B": np.array([B], float),
+                                                  "S": np.array([S], float)})[0]
+    p_true = stats.norm.cdf((math.log(target) - math.log(true_T)) / SIGMA)
+    assert abs(p_true - q) < 0.04
+    with pytest.raises(InputError, match="2q - 1 = 0.4"):
+        Predictor(f, q=0.7, method="conformal")
+    with pytest.raises(InputError, match="interval calibration"):
+        Predictor(fit_model(df, "seed_id", n_starts=1), q=0.95, method="conformal")
+    with pytest.raises(InputError, match="method must be one of"):
+        Predictor(f, q=0.95, method="magic")
