@@ -44,9 +44,11 @@ def add_sla_arguments(parser) -> None:
                    help="recommend max_num_batched_tokens and max_num_seqs")
     parser.add_argument("--quantile", type=float, default=None,
                         help="meet the target with this probability q (0 < q < 1)")
-    parser.add_argument("--method", choices=("delta", "bootstrap", "conformal"), default="delta",
+    parser.add_argument("--method", choices=("auto", "delta", "bootstrap", "conformal"),
+                        default="auto",
                         help="prediction distribution for --quantile (conformal: the upper end of "
-                             "the fit's calibrated interval at level 2q - 1)")
+                             "the fit's calibrated interval at level 2q - 1; auto, the default: "
+                             "conformal when the fit stores that level, else delta)")
     parser.add_argument("--bootstrap-samples", default=None,
                         help="parameter samples for --method bootstrap (.npy or .csv, n x p)")
     parser.add_argument("--batch-sizes", default=",".join(map(str, DEFAULT_SEQS_GRID)),
@@ -123,6 +125,23 @@ def sla_command(args) -> tuple[str, dict]:
     return text + f"\nassumed context: {assumed['rule']}", {**d, "assumed_context": assumed}
 
 
+def resolve_method(fit, method: str, q: float | None) -> str:
+    """``--method auto``: the calibrated quantile when the fit stores level ``2q - 1``, else delta.
+
+    The delta-method band is not calibrated on held-out steps (it over-covers
+    long steps and under-covers short ones on the H200 trace; paper, SLA
+    inversion), so a fit made by ``perfmodel fit`` (which stores a Mondrian
+    conformal calibration) is inverted on its calibrated quantile.
+    """
+    if method != "auto":
+        return method
+    cal = getattr(fit, "interval_calibration", None)
+    if q is None or not cal:
+        return "delta"
+    level = 2.0 * q - 1.0
+    return "conformal" if any(abs(float(v) - level) < 1e-9 for v in cal["levels"]) else "delta"
+
+
 def _answer(fit, args, feats) -> tuple[str, dict]:
     q = args.quantile
     if q is not None:
@@ -130,7 +149,8 @@ def _answer(fit, args, feats) -> tuple[str, dict]:
     samples = load_samples(getattr(args, "bootstrap_samples", None))
     if args.method == "bootstrap" and samples is None and (q is not None or args.recommend):
         raise InputError("--method bootstrap needs --bootstrap-samples FILE")
-    kw = {"method": args.method, "boot_samples": samples, "features": feats}
+    method = resolve_method(fit, args.method, 0.95 if q is None and args.recommend else q)
+    kw = {"method": method, "boot_samples": samples, "features": feats}
     if args.recommend:
         grid = int_list(args.batch_sizes, "--batch-sizes")
         d = recommend_token_budget(fit, args.target_ms, 0.95 if q is None else q,

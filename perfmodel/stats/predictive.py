@@ -84,6 +84,11 @@ MIN_SAMPLES = 20
 #: largest predictive sample (draws x points) held at once
 _CHUNK = 2_000_000
 NO_DATA_NOTE = "residuals drawn from N(0, rss/dof): the fit carries no residual data"
+#: a relative sd of the mean above this (a factor exp(+-2 x 10) on the log scale) is no
+#: estimate: the parameter covariance is near-singular along a direction the data do not
+#: determine, and the delta-method band there is not a band (a referee found median widths of
+#: 1e152 in a stored study); :meth:`PredictiveDistribution.spread` warns
+UNDETERMINED_SD = 10.0
 
 
 @dataclass(frozen=True)
@@ -308,6 +313,17 @@ class PredictiveDistribution:
         mu = self.fit.model.predict(self.theta, f)
         g = self.scale.jacobian(self.fit.model.jacobian(self.theta, f), mu)
         v = np.maximum(np.einsum("ij,jk,ik->i", g, self._cov, g), 0.0)
+        # relative to the prediction on every scale (the absolute scale's sd is in ms)
+        sd_rel = np.sqrt(v) / np.abs(mu) if self.scale.name == "absolute" else np.sqrt(v)
+        wild = ~(sd_rel <= UNDETERMINED_SD)
+        if wild.any():
+            import warnings
+
+            warnings.warn(f"delta method: the relative sd of the mean exceeds "
+                          f"{UNDETERMINED_SD:g} at {int(wild.sum())} of {wild.size} rows (a "
+                          f"near-singular parameter covariance): the band there is not "
+                          f"determined; use the calibrated interval", RuntimeWarning,
+                          stacklevel=2)
         return Spread(mu, np.sqrt(v), self.scale.predictive_sd(v, self.s2))
 
     # -- the bootstrap sample -----------------------------------------------

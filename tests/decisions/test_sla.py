@@ -481,3 +481,28 @@ def test_conformal_quantile_is_the_calibrated_intervals_upper_end():
         Predictor(fit_model(df, "seed_id", n_starts=1), q=0.95, method="conformal")
     with pytest.raises(InputError, match="method must be one of"):
         Predictor(f, q=0.95, method="magic")
+
+
+def test_cli_method_auto_uses_the_calibrated_quantile_when_the_fit_stores_it(tmp_path):
+    """perfmodel sla --quantile q: with a fit that stores level 2q - 1 the default (auto) inverts
+    on the calibrated quantile, without one on the delta method; the answer names its method."""
+    import copy
+
+    from perfmodel.stats.intervals import calibrate_intervals
+
+    df = _trace(n=900, seed=11)
+    plain = fit_model(df, "seed_id", n_starts=2)
+    cal = copy.copy(plain)
+    cal.interval_calibration = calibrate_intervals(cal, df, n_starts=1)
+    for f, name, want in ((plain, "plain.json", "delta"), (cal, "cal.json", "conformal")):
+        path = tmp_path / name
+        f.to_json(path)
+        _, d = sla_command(_parse([str(path), "--target-ms", "60", "--batch-size", "8",
+                                   "--quantile", "0.95"]))
+        assert d["method"] == want
+        ref = max_tokens_quantile(FitResult.from_json(path), 8, 60.0, 0.95, method=want)
+        assert d["max_total_tokens"] == ref.max_total_tokens
+    # a level the calibration does not store falls back to the delta method
+    _, d = sla_command(_parse([str(tmp_path / "cal.json"), "--target-ms", "60", "--batch-size",
+                               "8", "--quantile", "0.7"]))
+    assert d["method"] == "delta"

@@ -259,3 +259,19 @@ def test_mean_step_time_without_residual_dof_is_the_median(fits):
                             options=f.options, param_names=f.param_names, predict=f.predict)
     m = mean_step_model(exact)  # a fit with no residual variance: nothing to correct
     assert isinstance(m, MeanStepTime) and m.factor == 1.0
+
+
+def test_delta_spread_warns_where_the_covariance_is_near_singular(fits):
+    """A parameter covariance blown up along an undetermined direction (as a stored study once
+    met: median band widths of 1e152) is flagged, not silently turned into a band."""
+    import copy
+    import warnings
+
+    f = fits["log"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the well-determined fit: no warning
+        PredictiveDistribution(f).spread(PTS)
+    wild = copy.copy(f)
+    wild.cov = np.asarray(f.cov, float) * 1e20
+    with pytest.warns(RuntimeWarning, match="not determined"):
+        PredictiveDistribution(wild).spread(PTS)
