@@ -133,13 +133,13 @@ def resolve_method(fit, method: str, q: float | None) -> str:
     inversion), so a fit made by ``perfmodel fit`` (which stores a Mondrian
     conformal calibration) is inverted on its calibrated quantile.
     """
+    from perfmodel.decisions.predictor import stored_quantile_level
+
     if method != "auto":
         return method
-    cal = getattr(fit, "interval_calibration", None)
-    if q is None or not cal:
+    if q is None or stored_quantile_level(fit, q) is None:
         return "delta"
-    level = 2.0 * q - 1.0
-    return "conformal" if any(abs(float(v) - level) < 1e-9 for v in cal["levels"]) else "delta"
+    return "conformal"
 
 
 def _answer(fit, args, feats) -> tuple[str, dict]:

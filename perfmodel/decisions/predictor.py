@@ -33,7 +33,7 @@ from perfmodel.decisions.step_context import (
 from perfmodel.errors import InputError
 from perfmodel.stats.predictive import PredictiveDistribution
 
-__all__ = ["Predictor"]
+__all__ = ["Predictor", "stored_quantile_level"]
 
 
 def _check_predictor_like(fit) -> None:
@@ -51,6 +51,16 @@ def _check_method(method: str) -> str:
     return method
 
 
+def stored_quantile_level(fit, q: float) -> float | None:
+    """``2q - 1`` when the fit's interval calibration stores that level (its upper end is the
+    ``q``-quantile), else None (no calibration, or the level not stored)."""
+    from perfmodel.stats.intervals import stored_level_index
+
+    cal = getattr(fit, "interval_calibration", None)
+    level = 2.0 * q - 1.0
+    return level if cal and stored_level_index(cal, level) is not None else None
+
+
 def _conformal_level(fit, q: float) -> float:
     """The stored central level whose upper end is the ``q``-quantile: ``2q - 1``."""
     cal = getattr(fit, "interval_calibration", None)
@@ -59,7 +69,7 @@ def _conformal_level(fit, q: float) -> float:
                          "(perfmodel fit, or perfmodel.stats.intervals.calibrate_intervals)")
     level = 2.0 * q - 1.0
     levels = [float(v) for v in cal["levels"]]
-    if not any(abs(v - level) < 1e-9 for v in levels):
+    if stored_quantile_level(fit, q) is None:
         raise InputError(f"method='conformal' gives the q-quantile as the upper end of the stored "
                          f"central level 2q - 1 = {level:g}, which is not calibrated; the fit "
                          f"stores {', '.join(f'{v:g}' for v in levels)} (q = "

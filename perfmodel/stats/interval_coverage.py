@@ -287,6 +287,12 @@ def _rho(n: np.ndarray, design_effect) -> np.ndarray:
     return np.minimum(rho, 1.0 - 1e-9)  # deff >= n: the whole cell moves as one
 
 
+def _betabinom_ab(p: float, rho: float) -> tuple[float, float]:
+    """Beta parameters of the beta-binomial with mean share ``p`` and intra-cell correlation ``rho``."""
+    s = 1.0 / rho - 1.0
+    return p * s, (1.0 - p) * s
+
+
 def _count_pmf(n: int, p: float, rho: float) -> np.ndarray:
     """P(K = 0..n): binomial (rho 0) or the beta-binomial of :func:`_rho`."""
     from scipy import stats
@@ -294,8 +300,7 @@ def _count_pmf(n: int, p: float, rho: float) -> np.ndarray:
     k = np.arange(n + 1)
     if rho <= 0:
         return stats.binom.pmf(k, n, p)
-    s = 1.0 / rho - 1.0
-    return stats.betabinom.pmf(k, n, p * s, (1.0 - p) * s)
+    return stats.betabinom.pmf(k, n, *_betabinom_ab(p, rho))
 
 
 def _cells(n, level, tolerance=None):
@@ -354,8 +359,7 @@ def calibrated_within_chance(n, level, tolerance: float, design_effect=1.0) -> n
     lo = np.ceil(n * (level - tolerance) - _EDGE)
     out = stats.binom.cdf(hi, n, level) - stats.binom.cdf(lo - 1, n, level)
     for i in np.flatnonzero(rho > 0):
-        s = 1.0 / rho[i] - 1.0
-        a, b = level[i] * s, (1.0 - level[i]) * s
+        a, b = _betabinom_ab(level[i], rho[i])
         out[i] = (stats.betabinom.cdf(hi[i], n[i], a, b)
                   - stats.betabinom.cdf(lo[i] - 1, n[i], a, b))
     return out

@@ -134,7 +134,7 @@ from perfmodel.stats.validation import (
 __all__ = ["CLUSTER_COLUMN", "LEVELS", "MIN_COUNT", "QUANTILE_RULE", "Interval",
            "calibrate_intervals", "calibration_clusters", "calibration_columns", "cluster_conformal_bounds",
            "conformal_bounds", "conformal_interval", "cv_residuals", "interval_regimes", "model_interval",
-           "prediction_interval", "run_labels", "runs_text"]
+           "prediction_interval", "run_labels", "runs_text", "stored_level_index"]
 
 #: levels stored by a calibration: 0.50, 0.51, ..., 0.99
 LEVELS = tuple(round(0.5 + 0.01 * i, 2) for i in range(50))
@@ -687,6 +687,16 @@ def _inverse(scale, mu, e, side: str) -> np.ndarray:
     return out
 
 
+def stored_level_index(cal: dict, level: float) -> int | None:
+    """Index of ``level`` among a calibration's stored levels (to 1e-9), or None: the one match rule.
+
+    Used by :func:`conformal_interval` and by the SLA searches that read a
+    ``q``-quantile off the stored level ``2q - 1``
+    (:mod:`perfmodel.decisions.predictor`).
+    """
+    return next((i for i, v in enumerate(cal["levels"]) if abs(float(v) - level) < 1e-9), None)
+
+
 def conformal_interval(fit, df: pd.DataFrame, level, calibration: dict | None = None,
                        mu=None) -> Interval:
     """Mondrian CV-conformal interval of new steps ``df`` at a stored ``level``.
@@ -710,8 +720,8 @@ def conformal_interval(fit, df: pd.DataFrame, level, calibration: dict | None = 
     if cal is None:
         raise InputError(f"the fit has no {KEY}: refit with perfmodel fit --intervals conformal")
     cal = check_interval_calibration(cal)
-    match = [i for i, v in enumerate(cal["levels"]) if abs(v - level) < 1e-9]
-    if not match:
+    idx = stored_level_index(cal, level)
+    if idx is None:
         raise InputError(f"level {level} is not calibrated; the fit stores levels "
                          f"{cal['levels'][0]}..{cal['levels'][-1]} "
                          f"({len(cal['levels'])} levels, e.g. 0.8, 0.9, 0.95)")
@@ -722,7 +732,7 @@ def conformal_interval(fit, df: pd.DataFrame, level, calibration: dict | None = 
     rule = cal["regime_rule"]
     phase, length = interval_regimes(df, mu, rule["length_thresholds_ms"],
                                      rule["phase"]["prefill_ratio"])
-    lo, hi, used = _bounds_for(cal, phase, length, match[0])
+    lo, hi, used = _bounds_for(cal, phase, length, idx)
     rule_q = cal.get("quantile_rule", "step-rank")
     text = (f"{METHOD} ({rule_q}, clusters: {cal.get('clusters', 'steps')}; {runs_text(cal)}; "
             f"{run_term_text(cal)}): per-regime quantiles of {cal['folds'].get('k')}-fold "

@@ -154,6 +154,20 @@ def format_number(value: Any, digits: int = 3, *, fixed: bool = False, percent: 
     return sign + s + suffix
 
 
+def _three_reals(named: tuple, prefix: str = "") -> list[float] | None:
+    """A point and its interval ends as floats (None if any is NaN); InputError naming a bad one.
+
+    The one input check of :func:`format_estimate` and :func:`format_paired`
+    (``prefix`` leads the message).
+    """
+    vals = []
+    for name, v in named:
+        if isinstance(v, bool) or not isinstance(v, _numbers.Real):
+            raise InputError(f"{prefix}{name} must be a real number, got {v!r}")
+        vals.append(float(v))
+    return None if any(math.isnan(v) for v in vals) else vals
+
+
 def format_estimate(value: Any, lo: Any, hi: Any, digits: int = 2) -> str:
     """An estimate with its interval for text or a table cell: ``0.27 [0.14, 0.39]``.
 
@@ -174,12 +188,8 @@ def format_estimate(value: Any, lo: Any, hi: Any, digits: int = 2) -> str:
 
     Verified in ``tests/report/test_paperio.py``.
     """
-    vals = []
-    for name, v in (("value", value), ("lo", lo), ("hi", hi)):
-        if isinstance(v, bool) or not isinstance(v, _numbers.Real):
-            raise InputError(f"format_estimate: {name} must be a real number, got {v!r}")
-        vals.append(float(v))
-    if any(math.isnan(v) for v in vals):
+    vals = _three_reals((("value", value), ("lo", lo), ("hi", hi)), "format_estimate: ")
+    if vals is None:
         return "--"
     if not vals[1] <= vals[0] <= vals[2]:
         raise InputError(f"format_estimate: interval [{vals[1]}, {vals[2]}] does not hold "
@@ -293,12 +303,8 @@ def format_paired(diff: Any, lo: Any, hi: Any, *, decimals: int = 0, star: bool 
     """
     if not isinstance(decimals, int) or isinstance(decimals, bool) or not 0 <= decimals <= 6:
         raise InputError(f"decimals must be an integer in [0, 6], got {decimals!r}")
-    vals = []
-    for name, v in (("diff", diff), ("lo", lo), ("hi", hi)):
-        if isinstance(v, bool) or not isinstance(v, _numbers.Real):
-            raise InputError(f"{name} must be a real number, got {v!r}")
-        vals.append(float(v))
-    if any(math.isnan(v) for v in vals):
+    vals = _three_reals((("diff", diff), ("lo", lo), ("hi", hi)))
+    if vals is None:
         return "--"
     signed = lambda v: f"{math.copysign(round(abs(v), decimals), v) if v else 0.0:+.{decimals}f}"
     text = f"[{signed(vals[1])}, {signed(vals[2])}]"
