@@ -457,3 +457,6 @@ def test_stack_breaks_a_header_into_lines():
         pio.stack()
     with pytest.raises(InputError, match="align"):
         pio.stack("a", "b", align="x")
+    assert pio.stack("a", "b", valign="t").startswith(r"\begin{tabular}[t]{@{}c@{}}")
+    with pytest.raises(InputError, match="valign"):
+        pio.stack("a", "b", valign="m")

@@ -138,6 +138,25 @@ def test_profile_rise_is_quadratic_near_the_estimate_and_crosses_at_the_profile_
     assert at_ends["rise"].to_numpy() == pytest.approx(at_ends["threshold"].to_numpy(), rel=1e-3)
 
 
+def test_profile_rise_params_are_the_pinned_refits(logfit):
+    """Each row's params hold the pinned value in its place, the estimate at the estimate, and
+    their objective (the fit's log-scale residual sum of squares) rises by exactly the row's
+    rise: a model at that point of the profile."""
+    fit, _ = logfit
+    names = list(fit.param_names)
+    j = names.index("tau_0")
+    th, se = fit.params["tau_0"], fit.stderrs["tau_0"]
+    r = U.profile_rise(fit, "tau_0", [th, th + 3 * se])
+    p0, p1 = r["params"]
+    assert p0 == pytest.approx(np.asarray(fit.values, float), rel=1e-5)
+    assert p1[j] == pytest.approx(th + 3 * se)
+    assert not np.allclose(np.delete(p1, j), np.delete(p0, j))  # the others re-optimised
+    y = np.asarray(fit.y, float)
+    rss = lambda p: float(np.sum((np.log(fit.model.predict(p, fit.features)) - np.log(y)) ** 2))
+    s2 = rss(p0) / (fit.n - len(names))
+    assert (rss(p1) - rss(p0)) / s2 == pytest.approx(r["rise"].iloc[1], rel=1e-3)
+
+
 def test_profile_rise_rejects_bad_input(logfit):
     fit, df = logfit
     with pytest.raises(InputError, match="param 'P_max'"):

@@ -94,7 +94,7 @@ def table_tex(df, *, columns: Mapping[str, str] | None = None,
     return "\n".join(lines) + "\n"
 
 
-def stack(*lines: str, align: str = "c") -> str:
+def stack(*lines: str, align: str = "c", valign: str = "b") -> str:
     """A header (or cell) of several lines, one under the other, as raw LaTeX.
 
     Problem: a wide table scaled down to the text width prints at 4-5 pt;
@@ -107,6 +107,9 @@ def stack(*lines: str, align: str = "c") -> str:
     ----------
     *lines : raw LaTeX, at least one (escape text with :func:`latex_escape`)
     align : ``"l"``, ``"c"`` or ``"r"``, the alignment of the lines
+    valign : ``"b"`` (default: the last line on the row's baseline, for headers)
+        or ``"t"`` (the first line on it, the others below: for a body cell, whose
+        extra lines then grow its own row instead of reaching into the row above)
 
     Verified in ``tests/report/test_paperio.py``; the paper's tables compile
     with it (``make paper``).
@@ -115,10 +118,12 @@ def stack(*lines: str, align: str = "c") -> str:
         raise InputError(f"stack needs one or more strings, got {lines!r}")
     if align not in ("l", "c", "r"):
         raise InputError(f"align must be 'l', 'c' or 'r', got {align!r}")
+    if valign not in ("b", "t"):
+        raise InputError(f"valign must be 'b' or 't', got {valign!r}")
     if len(lines) == 1:
         return lines[0]
     # "\\{}": a line that starts with "[" is not read as the optional argument of "\\"
-    return f"\\begin{{tabular}}[b]{{@{{}}{align}@{{}}}}" + r" \\{}".join(lines) + r"\end{tabular}"
+    return f"\\begin{{tabular}}[{valign}]{{@{{}}{align}@{{}}}}" + r" \\{}".join(lines) + r"\end{tabular}"
 
 
 def write_table(df, name: str, *, folder: str | os.PathLike, notebook: str | None = None,

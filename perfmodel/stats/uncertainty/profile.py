@@ -73,13 +73,6 @@ def _pinned_fit(func, jac, fs, target, w, theta, lo, hi, j, c, start):
                              weights=w, xtol=1e-10, ftol=1e-10, gtol=1e-10, max_nfev=2000)
 
 
-def _pinned_rss(func, jac, fs, target, w, theta, lo, hi, j, c):
-    """RSS minimised over every parameter but ``j``, which is pinned at ``c`` (scaled units),
-    every refit started from the estimate ``theta``."""
-    free = np.arange(theta.size) != j
-    return _pinned_fit(func, jac, fs, target, w, theta, lo, hi, j, c, theta[free].copy()).rss
-
-
 def _profile_core(func, jac, xdata, target, w, theta, lo, hi, j, se, crit, side,
                   max_expand=40):
     """One side of one parameter's profile interval (scaled units).
@@ -261,8 +254,12 @@ def profile_rise(fit, param: str, values, data=None, *, y=None,
 
     Returns
     -------
-    DataFrame with columns value, rise, threshold (the F quantile) and
-    excluded (rise > threshold), one row per value in the given order.
+    DataFrame with columns value, rise, threshold (the F quantile),
+    excluded (rise > threshold) and params (the pinned refit's parameter
+    vector in physical units, in ``fit.param_names`` order, the pinned value
+    in its place: a model at that point of the profile, e.g. to see how far a
+    decision moves along a direction the data do not determine), one row per
+    value in the given order.
     """
     _check_fit(fit, "profile_rise")
     problems = _alpha_problem(alpha)
@@ -287,8 +284,17 @@ def profile_rise(fit, param: str, values, data=None, *, y=None,
     j = names.index(param)
     s2 = rss0 / dof
     q = float(stats.f.ppf(1 - alpha, 1, dof))
+    free = np.arange(theta.size) != j
+    rise, params = [], []
     with one_blas_thread():
-        rise = [(_pinned_rss(func, jac, fs, target, w, theta, lo, hi, j, c * pscale[j]) - rss0) / s2
-                for c in vals]
+        for c in vals:
+            r = _pinned_fit(func, jac, fs, target, w, theta, lo, hi, j, c * pscale[j],
+                            theta[free].copy())
+            t = theta.copy()
+            t[free] = r.params
+            t[j] = c * pscale[j]
+            rise.append((r.rss - rss0) / s2)
+            params.append(t / pscale)
     rise = np.asarray(rise, float)
-    return pd.DataFrame({"value": vals, "rise": rise, "threshold": q, "excluded": rise > q})
+    return pd.DataFrame({"value": vals, "rise": rise, "threshold": q, "excluded": rise > q,
+                         "params": params})
