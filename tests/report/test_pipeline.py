@@ -140,3 +140,12 @@ def test_every_documented_kernel_dependence_names_a_reason():
     assert pipeline.kernel_dependent_reason("RcConfIvOnTPOT") is not None
     assert pipeline.kernel_dependent_reason("RcConfNRuns") is None      # a count of the data
     assert pipeline.kernel_dependent_reason("intervals_splitwise.tex", "$a_{1}$ & 1") is None
+
+
+def test_across_run_calibration_is_documented_but_within_run_coverage_is_checked():
+    # the H100 calibration across runs 1 and 2 refits on one run each (kernel-dependent stopping
+    # points on the fit's flat directions); run 1's own calibration must stay kernel-stable
+    assert pipeline.kernel_dependent_reason("GpuConfIntAcrossEighty") is not None
+    assert pipeline.kernel_dependent_reason("gpu_confirmation_intervals_across.tex", "x") is not None
+    assert pipeline.kernel_dependent_reason("GpuConfIntThreeEighty") is None
+    assert pipeline.kernel_dependent_reason("gpu_confirmation_intervals.tex", "run 1 & run 3") is None
