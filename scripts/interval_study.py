@@ -49,6 +49,17 @@ design effects of the two intervals' indicators within 25-step time blocks.  Reg
 calibration's rule (predicted time in the bottom, middle or top third of the
 training steps' predicted times); ``pred>=10ms`` (predicted time >= 10 ms).
 
+``--siblings`` adds, for a data set of several parts (the Splitwise (model,
+GPU, TP) groups, each fitted on its own), the same study with the held-out
+scores of the other parts pooled into each outer fold's calibration
+(:func:`perfmodel.stats.intervals.sibling_scores`, ``perfmodel fit
+--sibling-traces``): data set ``<name>-siblings``.  The part being covered
+contributes only its training side's inner scores, as without siblings; the
+siblings are scored on all their steps (none of them is the part's).  It also
+covers each vLLM-CPU model size with the other size's scores pooled
+(``vllm-cpu_<model>-siblings``): a check of what pooling does where the
+siblings' relative errors differ.
+
 ``--across-runs`` measures the across-run calibration
 (``calibrate_intervals(..., run_column=)``, ``perfmodel fit A.csv B.csv``)
 before/after on the same training data: for each model folder of
@@ -74,7 +85,7 @@ Usage::
 
     nice python scripts/interval_study.py [--only gpu vllm-cpu splitwise] [--out FILE]
     nice python scripts/interval_study.py --only none --transfer [--cpu-root DIR]
-    nice -n 10 python scripts/interval_study.py --transfer --out paper/results/interval_coverage.csv
+    nice -n 10 python scripts/interval_study.py --transfer --siblings --out paper/results/interval_coverage.csv
     nice python scripts/interval_study.py --only none --across-runs [--gpu-root DIR]
 """
 from __future__ import annotations
@@ -117,8 +128,11 @@ def study_parts(only):
         yield name, loads, ("blocked" if cpu else "grouped"), (True if cpu else None)
 
 
-def one_part(df: pd.DataFrame, scheme: str, time_ordered, starts: int) -> pd.DataFrame:
-    """Per held-out step: regimes, measured and predicted time, interval bounds per level."""
+def one_part(df: pd.DataFrame, scheme: str, time_ordered, starts: int,
+             siblings=None) -> pd.DataFrame:
+    """Per held-out step: regimes, measured and predicted time, interval bounds per level
+    (``siblings``: :func:`perfmodel.stats.intervals.sibling_scores` records pooled into each
+    outer fold's calibration)."""
     from perfmodel.core.fit import fit_model
     from perfmodel.core.model import default_for
     from perfmodel.stats.interval_coverage import coverage_clusters
@@ -137,7 +151,7 @@ def one_part(df: pd.DataFrame, scheme: str, time_ordered, starts: int) -> pd.Dat
         test = df.iloc[te].reset_index(drop=True)
         fit = fit_model(train, model, n_starts=starts)
         cal = calibrate_intervals(fit, train, scheme=scheme, k=5, seed=0,
-                                  time_ordered=time_ordered)
+                                  time_ordered=time_ordered, siblings=siblings)
         mu = fit.predict(test)
         phase, length = interval_regimes(test, mu, cal["regime_rule"]["length_thresholds_ms"])
         out = pd.DataFrame({"fold": i, "phase": phase, "length": length, "mu": mu,
@@ -150,6 +164,31 @@ def one_part(df: pd.DataFrame, scheme: str, time_ordered, starts: int) -> pd.Dat
             out[f"conformal_lo_{lv}"], out[f"conformal_hi_{lv}"] = c.lower, c.upper
         rows.append(out)
     return pd.concat(rows, ignore_index=True)
+
+
+def with_siblings(name: str, loads, scheme: str, timed, starts: int) -> dict:
+    """``--siblings``: each part of a data set of several parts (the Splitwise groups; or the
+    vLLM-CPU model sizes) covered again with the held-out scores of the OTHER parts pooled
+    into every outer fold's calibration (leave-one-part-out: no score of the part's own
+    held-out steps, nor of any of its steps, comes from a sibling); ``{part: steps}``."""
+    from perfmodel.core.fit import fit_model
+    from perfmodel.core.model import default_for
+    from perfmodel.stats.intervals import sibling_scores
+
+    frames = {label: load() for label, load in loads}
+    records = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for label, df in frames.items():
+            fit = fit_model(df, default_for(df), n_starts=starts)
+            records[label] = sibling_scores(fit, df, label, scheme=scheme, k=5, seed=0,
+                                            time_ordered=timed, n_starts=min(starts, 4))
+        steps = {}
+        for label, df in frames.items():
+            log(f"{name}: {label} with the scores of its {len(frames) - 1} siblings")
+            steps[label] = one_part(df, scheme, timed, starts,
+                                    siblings=[r for k, r in records.items() if k != label])
+    return steps
 
 
 def summarise(name: str, steps: pd.DataFrame) -> pd.DataFrame:
@@ -324,6 +363,10 @@ def main(argv=None) -> int:
     ap.add_argument("--across-runs", action="store_true",
                     help="fit mixed-r1 + mixed-r2, calibrate within-run and across runs, "
                          "cover mixed-r3, the closed loop and the sweeps")
+    ap.add_argument("--siblings", action="store_true",
+                    help="also cover each part of a data set of several parts (the Splitwise "
+                         "groups) with the other parts' held-out scores pooled into its "
+                         "calibration (data set '<name>-siblings')")
     ap.add_argument("--gpu-root", default=None,
                     help="with --across-runs: a folder with run1/trace.csv and run2/trace.csv")
     args = ap.parse_args(argv)
@@ -338,6 +381,17 @@ def main(argv=None) -> int:
                 warnings.simplefilter("ignore")
                 steps.append(one_part(load(), scheme, timed, args.starts))
         tables.append(summarise(name, pd.concat(steps, ignore_index=True)))
+        if args.siblings and len(loads) > 1:
+            tables.append(summarise(f"{name}-siblings", pd.concat(
+                with_siblings(name, loads, scheme, timed, args.starts).values(),
+                ignore_index=True)))
+    if args.siblings:  # the vLLM-CPU model sizes as each other's siblings: a check of the
+        cpu = [(name, loads[0]) for name, loads, _, _ in study_parts(args.only)
+               if name.startswith("vllm-cpu") and len(loads) == 1]
+        if len(cpu) > 1:  # assumption where the relative errors differ
+            for label, steps in with_siblings("vllm-cpu", [(n, ld[1]) for n, ld in cpu],
+                                              "blocked", True, args.starts).items():
+                tables.append(summarise(f"{label}-siblings", steps))
     from perfmodel._io import atomic_write_text
 
     def emit(table: pd.DataFrame, suffix: str) -> None:
@@ -370,6 +424,7 @@ def write_settings(out: Path, args, started) -> None:
     utc, t0, load0 = started
     record = {"levels": list(LEVELS), "k": 5, "fold_seed": 0, "n_starts": args.starts,
               "only": args.only, "transfer": args.transfer, "across_runs": args.across_runs,
+              "siblings": args.siblings,
               "cpu_root": os.path.relpath(args.cpu_root, ROOT), "gpu_root": args.gpu_root,
               "started_utc": utc, "wall_seconds": round(time.perf_counter() - t0, 1),
               "load_average_1min_start_end": [round(load0, 2), round(os.getloadavg()[0], 2)],

@@ -71,6 +71,7 @@ def cmd_fit(args):
     out = check_output(args.output, args.force, inputs=args.trace)
     df, run_column = _read_fit_traces(args)
     _check_run_term_args(args, run_column)
+    sibling_traces = _check_sibling_args(args, run_column)
     model = resolve_model(args.model, df)
     window = tuple(args.outlier_window) if args.outlier_window else None
     relative = "absolute" if args.absolute else args.relative
@@ -106,7 +107,8 @@ def cmd_fit(args):
         res.provenance["alias_map"] = attrs["alias_map"]
     if attrs.get("dropped"):
         res.provenance["dropped_invalid_rows"] = len(attrs["dropped"])
-    _calibrate(args, res, df, run_column, groups, fit_data)
+    _calibrate(args, res, df, run_column, groups, fit_data,
+               siblings=_sibling_records(args, res, sibling_traces, relative, window))
     del fit_data, groups
     summary = res.summary()
     if args.bootstrap:
@@ -160,6 +162,50 @@ def _read_fit_traces(args):
     return df, column
 
 
+def _check_sibling_args(args, run_column) -> dict:
+    """``--sibling-traces``, checked and read before the fit: a within-run conformal
+    calibration, no step log twice, none of the fit's own traces; ``{path: trace}``."""
+    if not args.sibling_traces:
+        return {}
+    if args.intervals != "conformal":
+        raise InputError("--sibling-traces pool held-out scores into the conformal interval "
+                         "calibration: they need --intervals conformal")
+    if run_column is not None:
+        raise InputError("--sibling-traces need a within-run calibration (give one trace, or "
+                         "--interval-calibration within-run)")
+    from perfmodel.data.trace import read_trace
+
+    paths = [str(p) for p in args.sibling_traces]
+    if len(set(paths)) != len(paths):
+        raise InputError("--sibling-traces names a step log twice")
+    for o in args.trace:
+        if any(Path(p).resolve() == Path(str(o)).resolve() for p in paths):
+            raise InputError(f"--sibling-traces includes the fit's own trace {str(o)!r}: "
+                             "siblings are other traces")
+    # read (and so checked) before any fit
+    return {p: read_trace(p, drop_invalid=args.drop_invalid,
+                          allow_degenerate=args.allow_degenerate) for p in paths}
+
+
+def _sibling_records(args, res, traces: dict, relative, window) -> list[dict]:
+    """Each ``--sibling-traces`` trace fitted on its own as the main fit was, and scored."""
+    from perfmodel.core.fit import fit_model
+    from perfmodel.stats.intervals import sibling_scores
+
+    out = []
+    for p, sd in traces.items():
+        try:
+            sf = fit_model(sd, res.model_name, loss=args.loss, relative=relative,
+                           n_starts=args.starts, seed=args.seed, outlier_window=window,
+                           scale=not args.no_scale, allow_degenerate=args.allow_degenerate)
+        except PerfmodelError as e:
+            raise InputError(f"--sibling-traces: {p} cannot be fitted with {res.model_name}: "
+                             f"{e}") from None
+        out.append(sibling_scores(sf, sd, str(p), seed=args.seed,
+                                  n_starts=min(args.starts, 4)))
+    return out
+
+
 def _check_run_term_args(args, run_column) -> None:
     """``--run-sd`` / ``--run-traces`` of ``perfmodel fit``, checked before the fit: a
     within-run conformal calibration, an sd >= 0, run traces other than the fit's."""
@@ -178,7 +224,8 @@ def _check_run_term_args(args, run_column) -> None:
         check_run_traces(args.run_traces, args.trace)
 
 
-def _calibrate(args, res, df, run_column=None, groups=None, fit_data=None) -> None:
+def _calibrate(args, res, df, run_column=None, groups=None, fit_data=None,
+               siblings=None) -> None:
     """``--intervals conformal``: store the held-out interval calibration in the fit, with
     the run-level term of ``--run-sd`` / ``--run-traces`` (:mod:`perfmodel.stats.run_term`)."""
     if args.intervals != "conformal":
@@ -189,11 +236,19 @@ def _calibrate(args, res, df, run_column=None, groups=None, fit_data=None) -> No
         res.interval_calibration = calibrate_intervals(res, df, seed=args.seed,
                                                        n_starts=min(args.starts, 4),
                                                        run_column=run_column, groups=groups,
-                                                       fit_data=fit_data)
+                                                       fit_data=fit_data, siblings=siblings)
     except PerfmodelError as e:
         print(f"perfmodel: warning: no interval calibration stored ({e}); "
               "predict --interval will use the model-based band", file=sys.stderr)
         return
+    sib = res.interval_calibration.get("siblings")
+    if sib:
+        ratios = [v for v in sib.get("spread_ratio", []) if v is not None]
+        span = f"{min(ratios):.2g}-{max(ratios):.2g}" if ratios else "n/a"
+        print(f"perfmodel: interval calibration pooled with the held-out scores of "
+              f"{len(sib['labels'])} sibling trace(s) ({sum(sib['n_clusters'])} configurations); "
+              f"their spread over this trace's: {span} (pooling assumes alike relative errors "
+              "per regime)", file=sys.stderr)
     if args.run_sd is not None or args.run_traces:
         from perfmodel.stats.run_term import run_term_record, with_run_term
 
@@ -373,6 +428,13 @@ def _add_fit_interval_arguments(f) -> None:
                         "else within-run (default auto)")
     f.add_argument("--run-column", default=None, metavar="COLUMN",
                    help="column of the trace naming each step's engine run (>= 2 runs)")
+    f.add_argument("--sibling-traces", nargs="+", metavar="STEPLOG", default=None,
+                   help="traces of the same engine on other hardware, models or settings, NOT "
+                        "the fit's own: each is fitted on its own with the same model and "
+                        "options and its held-out scores join the interval calibration's "
+                        "pools (for a trace with too few configurations per regime; assumes "
+                        "the relative error per regime is alike across them; README.md, "
+                        "Prediction intervals)")
     add_run_level_arguments(f, sd_help=(
         "sd (log scale) of a run-level term stored with a within-run calibration: predict "
         "--interval then covers a step of ANOTHER run, all of whose steps are exp(u) times "

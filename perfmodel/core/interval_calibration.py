@@ -63,6 +63,13 @@ The stored object (JSON, self-contained)
     'run-traces', 'n_runs': n | null, ...}`` (``sd`` >= 0, log scale; with
     ``run-traces`` also ``ratios`` and ``mean_log_ratio`` of the runs it was
     estimated from).  Without the key there is none (sd 0).
+``siblings`` (optional)
+    other traces whose held-out scores were pooled with the fit's own
+    (:func:`perfmodel.stats.intervals.sibling_scores`): ``{'labels': [...],
+    'n_steps': [...], 'n_clusters': [...], 'spread_ratio': [...]}``, one
+    entry per sibling (``spread_ratio``: its scores' median absolute
+    deviation over the fit's own; optional).
+    Without the key the pools hold the fit's own scores only.
 
 Verification
 ------------
@@ -82,7 +89,7 @@ from typing import Any
 from perfmodel.errors import InputError
 
 __all__ = ["ACROSS_RUNS", "ALL", "CALIBRATIONS", "KEY", "LENGTHS", "METHOD", "PHASES", "QUANTILE_RULES",
-           "RUN_TERM", "VERSION", "WITHIN_RUN", "check_interval_calibration", "pool_chain"]
+           "RUN_TERM", "SIBLINGS", "VERSION", "WITHIN_RUN", "check_interval_calibration", "pool_chain"]
 
 #: the FIT.json key
 KEY = "interval_calibration"
@@ -103,6 +110,8 @@ WITHIN_RUN, ACROSS_RUNS = "within-run", "across-runs"
 CALIBRATIONS = (WITHIN_RUN, ACROSS_RUNS)
 #: the optional sub-key of the run-level term
 RUN_TERM = "run_term"
+#: the optional key of the sibling traces whose scores were pooled
+SIBLINGS = "siblings"
 
 _KEYS = ("version", "method", "scale", "levels", "regime_rule", "min_count", "pools", "folds")
 
@@ -205,7 +214,30 @@ def check_interval_calibration(obj: Any) -> dict:
         raise InputError(f"{KEY}.folds must be a JSON object")
     _check_runs(obj.get("runs"))
     _check_run_term(obj.get(RUN_TERM))
+    _check_siblings(obj.get(SIBLINGS))
     return dict(obj)
+
+
+def _check_siblings(rec: Any) -> None:
+    """The optional ``siblings`` key: labels, and steps and configurations per sibling."""
+    if rec is None:
+        return
+    ok = isinstance(rec, Mapping) and isinstance(rec.get("labels"), list) and rec["labels"]
+    if ok:
+        n = len(rec["labels"])
+        ok = (all(isinstance(v, str) and v for v in rec["labels"])
+              and len(set(rec["labels"])) == n
+              and all(isinstance(rec.get(k), list) and len(rec[k]) == n
+                      and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1
+                              for v in rec[k]) for k in ("n_steps", "n_clusters")))
+    if ok and "spread_ratio" in rec:
+        r = rec["spread_ratio"]
+        ok = isinstance(r, list) and len(r) == n and all(
+            v is None or (_number(v) and v >= 0) for v in r)
+    if not ok:
+        raise InputError(f"{KEY}.{SIBLINGS} must hold labels (unique, non-empty strings) and, "
+                         "per label, n_steps and n_clusters (integers >= 1) and optionally "
+                         "spread_ratio (numbers >= 0 or null)")
 
 
 def _check_runs(runs: Any) -> None:

@@ -47,6 +47,17 @@ Method
 5. *The interval* of a new step is ``scale.inverse(mu, [lower, upper])``
    about the full fit's ``mu``.
 
+Siblings
+--------
+A trace with too few configurations per regime for a rank (one Splitwise
+group) can pool the held-out scores of sibling traces -- the same engine on
+other hardware, models or parallelism, each fitted and scored on its own
+(:func:`sibling_scores`) -- into every pool (``calibrate_intervals(...,
+siblings=)``, ``perfmodel fit --sibling-traces``).  It assumes the relative
+held-out error per regime is alike across them; README.md, Prediction
+intervals, measures where it holds (Splitwise) and where it does not (two
+model sizes of one engine).
+
 Across runs
 -----------
 Folds inside one run see no run-to-run shift: an interval calibrated on one
@@ -113,6 +124,7 @@ from perfmodel.core.interval_calibration import (
     LENGTHS,
     METHOD,
     QUANTILE_RULES,
+    SIBLINGS,
     VERSION,
     WITHIN_RUN,
     check_interval_calibration,
@@ -134,7 +146,7 @@ from perfmodel.stats.validation import (
 __all__ = ["CLUSTER_COLUMN", "LEVELS", "MIN_COUNT", "QUANTILE_RULE", "Interval",
            "calibrate_intervals", "calibration_clusters", "calibration_columns", "cluster_conformal_bounds",
            "conformal_bounds", "conformal_interval", "cv_residuals", "interval_regimes", "model_interval",
-           "prediction_interval", "run_labels", "runs_text", "stored_level_index"]
+           "prediction_interval", "run_labels", "runs_text", "sibling_scores", "stored_level_index"]
 
 #: levels stored by a calibration: 0.50, 0.51, ..., 0.99
 LEVELS = tuple(round(0.5 + 0.01 * i, 2) for i in range(50))
@@ -574,7 +586,7 @@ def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int 
                         time_ordered: bool | None = None, block: int = DEFAULT_BLOCK,
                         n_starts: int = 4, prefill_ratio: float = PREFILL_RATIO,
                         run_column: str | None = None, groups: np.ndarray | None = None,
-                        fit_data: tuple | None = None) -> dict:
+                        fit_data: tuple | None = None, siblings=None) -> dict:
     """The Mondrian CV-conformal calibration of ``fit`` on its trace ``df`` (module docstring).
 
     Parameters
@@ -596,6 +608,13 @@ def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int 
         times of every row of ``df``) if the caller has it; computed when None.
         With both, ``df`` may be cut to :func:`calibration_columns`: the
         calibration is the same, bit for bit (``tests/stats/test_intervals.py``)
+    siblings : None, or a list of :func:`sibling_scores` records (other
+        traces of the same engine, each fitted on its own): their held-out
+        scores join every pool, their configurations count in its rank, and
+        the calibration records them under ``siblings`` (labels, steps,
+        configurations, and ``spread_ratio``: each sibling's median absolute
+        deviation of scores over the trace's own, a check of the assumption
+        that their errors are alike).  Only with a within-run calibration.
 
     Returns
     -------
@@ -610,6 +629,9 @@ def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int 
     if groups is not None and fit.options.get("outlier_window"):
         raise InputError("groups: give them only for a fit without outlier window (they must "
                          "be those of the rows kept)")
+    if siblings and run_column is not None:
+        raise InputError("siblings pool within-run scores: they cannot join an across-run "
+                         "calibration (give one run, or --interval-calibration within-run)")
     d, fit_data = _kept(fit, df, fit_data)
     if groups is None:
         groups = fold_groups(d, time_ordered=time_ordered, block=block)  # once: folds and pools
@@ -629,6 +651,24 @@ def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int 
     phase, length = interval_regimes(d, mu, thresholds, prefill_ratio)
     clusters = calibration_clusters(d)
     ok = np.isfinite(resid)
+    sib_record = None
+    if siblings:
+        sibs = _check_siblings(siblings, scale_of(fit).name)
+        own = np.isfinite(resid)
+        own_spread = _spread(resid[own])
+        resid = np.concatenate([resid[own]] + [r["scores"] for r in sibs])
+        phase = np.concatenate([phase[own]] + [r["phase"] for r in sibs])
+        length = np.concatenate([length[own]] + [r["length"] for r in sibs])
+        groups = np.concatenate([np.array([f"own:{g}" for g in groups[own]], dtype=object)]
+                                + [r["groups"] for r in sibs])
+        clusters = np.concatenate([np.array([f"own:{c}" for c in clusters[own]], dtype=object)]
+                                  + [r["clusters"] for r in sibs])
+        ok = np.ones(resid.size, dtype=bool)
+        sib_record = {"labels": [r["label"] for r in sibs],
+                      "n_steps": [int(r["scores"].size) for r in sibs],
+                      "n_clusters": [len(set(r["clusters"])) for r in sibs],
+                      "spread_ratio": [float(f"{_spread(r['scores']) / own_spread:.3g}")
+                                       if own_spread > 0 else None for r in sibs]}
     pools = {ALL: _pool(resid[ok], groups[ok], clusters[ok], levels)}
     for p in sorted(set(phase[ok])):
         sel = ok & (phase == p)
@@ -643,7 +683,91 @@ def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int 
            "regime_rule": {"phase": {"prefill_ratio": float(prefill_ratio)},
                            "length_thresholds_ms": thresholds},
            "pools": pools, "folds": folds, "runs": runs}
+    if sib_record is not None:
+        cal[SIBLINGS] = sib_record
     return check_interval_calibration(cal)
+
+
+def sibling_scores(fit, df: pd.DataFrame, label: str, *, scheme: str = "auto", k: int = 5,
+                   seed: int = 0, time_ordered: bool | None = None, block: int = DEFAULT_BLOCK,
+                   n_starts: int = 4, prefill_ratio: float = PREFILL_RATIO) -> dict:
+    """Held-out scores of a sibling trace, to pool into another fit's interval calibration.
+
+    Problem: a conformal rank at level ``1 - a`` needs ``m >= (1 + level) /
+    (1 - level)`` configurations in a pool (19 at 0.9, 39 at 0.95).  A small
+    replicated benchmark (one Splitwise (model, GPU, TP) group: about 15
+    configurations per phase) has too few, and the normal limits that stand
+    in are too wide on some regimes and too narrow on others (README.md,
+    Prediction intervals).  Siblings -- traces of the same engine on other
+    hardware, models or parallelism, each fitted on its own -- add their own
+    held-out scores to each regime's pool, so the rank counts their
+    configurations too.  The assumption, which the held-out study tests
+    (``scripts/interval_study.py --siblings``, leave-one-group-out): the
+    relative held-out error of the model, per regime, is alike across the
+    siblings.  Where it is not (another model size whose steps are far
+    noisier) borrowing makes the interval wrong for both.
+
+    Each sibling is scored exactly as :func:`calibrate_intervals` scores the
+    fit's own trace: folds of the fold engine on the sibling's trace,
+    refits of the sibling's fit, regimes by the sibling's OWN length thirds
+    (``short`` means short for that sibling), configurations and fold groups
+    labelled with ``label`` so no two siblings share a cluster.
+
+    Parameters
+    ----------
+    fit : FitResult of ``df`` (its own fit; same scale as the fit it will calibrate)
+    df : the sibling's step trace (with ``duration_ms``)
+    label : a name for the sibling (unique among the siblings of one calibration)
+    scheme, k, seed, time_ordered, block, n_starts : see :func:`cv_residuals`
+    prefill_ratio : phase rule (:func:`perfmodel.stats.validation.regime`)
+
+    Returns
+    -------
+    dict: ``label``, ``scale`` and, per held-out step, ``scores``, ``phase``,
+    ``length``, ``groups``, ``clusters`` (arrays); pass a list of them as
+    ``calibrate_intervals(..., siblings=)``.
+    """
+    if not isinstance(label, str) or not label:
+        raise InputError(f"a sibling needs a non-empty label, got {label!r}")
+    if scheme not in ("auto", "grouped", "blocked"):
+        raise InputError(f"scheme must be 'auto', 'grouped' or 'blocked', got {scheme!r}")
+    d, _ = _kept(fit, df)
+    groups = fold_groups(d, time_ordered=time_ordered, block=block)
+    resid, _ = _cv_residuals(fit, d, groups, scheme=scheme, k=k, seed=seed,
+                             time_ordered=time_ordered, block=block, n_starts=n_starts)
+    mu = fit.predict(d)
+    thresholds = np.quantile(mu, [1 / 3, 2 / 3])
+    phase, length = interval_regimes(d, mu, thresholds, prefill_ratio)
+    ok = np.isfinite(resid)
+    tag = lambda v: np.array([f"{label}:{x}" for x in v], dtype=object)
+    return {"label": label, "scale": scale_of(fit).name, "scores": resid[ok],
+            "phase": np.asarray(phase)[ok], "length": np.asarray(length)[ok],
+            "groups": tag(groups[ok]), "clusters": tag(calibration_clusters(d)[ok])}
+
+
+def _spread(scores: np.ndarray) -> float:
+    """Median absolute deviation of held-out scores (the siblings' diagnostic ``spread_ratio``)."""
+    return float(np.median(np.abs(scores - np.median(scores))))
+
+
+def _check_siblings(siblings, scale: str) -> list[dict]:
+    """The sibling records of :func:`sibling_scores`, checked: one scale, unique labels."""
+    if isinstance(siblings, dict) or not hasattr(siblings, "__iter__"):
+        raise InputError("siblings must be a list of sibling_scores(...) records")
+    sibs = list(siblings)
+    need = {"label", "scale", "scores", "phase", "length", "groups", "clusters"}
+    for r in sibs:
+        if not isinstance(r, dict) or not need <= set(r):
+            raise InputError("each sibling must be a record of sibling_scores(fit, df, label)")
+        if r["scale"] != scale:
+            raise InputError(f"sibling {r['label']!r} was scored on the {r['scale']} scale, the "
+                             f"fit on the {scale} scale: fit both with the same --relative")
+        if r["scores"].size == 0:
+            raise InputError(f"sibling {r['label']!r} has no held-out scores")
+    labels = [r["label"] for r in sibs]
+    if len(set(labels)) != len(labels):
+        raise InputError(f"sibling labels must be unique, got {labels}")
+    return sibs
 
 
 def runs_text(cal: dict) -> str:
@@ -734,8 +858,11 @@ def conformal_interval(fit, df: pd.DataFrame, level, calibration: dict | None = 
                                      rule["phase"]["prefill_ratio"])
     lo, hi, used = _bounds_for(cal, phase, length, idx)
     rule_q = cal.get("quantile_rule", "step-rank")
+    sib = cal.get(SIBLINGS)
+    sib_text = ("" if not sib else f"; pooled with the held-out scores of {len(sib['labels'])} "
+                f"sibling trace(s) ({', '.join(sib['labels'])})")
     text = (f"{METHOD} ({rule_q}, clusters: {cal.get('clusters', 'steps')}; {runs_text(cal)}; "
-            f"{run_term_text(cal)}): per-regime quantiles of {cal['folds'].get('k')}-fold "
+            f"{run_term_text(cal)}{sib_text}): per-regime quantiles of {cal['folds'].get('k')}-fold "
             f"{cal['folds'].get('scheme')} held-out {cal['scale']}-scale residuals "
             f"(pools used: {used})")
     return Interval(level, "conformal", _inverse(scale, mu, lo, "lower"),
