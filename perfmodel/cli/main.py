@@ -325,12 +325,14 @@ def cmd_predict(args):
 
         iv = prediction_interval(res, df, args.interval, method=args.interval_method)
         table["lower_ms"], table["upper_ms"] = iv.lower, iv.upper
+        if iv.regime is not None:  # conformal: the calibration regime of each step
+            table["interval_regime"] = iv.regime
         obj["interval"] = {"level": iv.level, "method": iv.method,
                            "description": iv.description, "pools": iv.pools,
                            **({"calibration": iv.calibration} if iv.calibration else {})}
         if iv.method == "conformal":  # the run-level term (None: none), README.md
             obj["interval"]["run_term"] = res.interval_calibration.get("run_term")
-        cols += ", lower_ms, upper_ms"
+        cols += ", lower_ms, upper_ms" + (", interval_regime" if iv.regime is not None else "")
         print(f"perfmodel: interval {iv.level:g}: {iv.method}: {iv.description}",
               file=sys.stderr)
     json.dumps(json_safe(obj), allow_nan=False)  # everything checked before the write
@@ -458,7 +460,9 @@ def _add_fit_readers(sub) -> None:
     pr.add_argument("--drop-invalid", action="store_true")
     pr.add_argument("--interval", type=float, default=None, metavar="LEVEL",
                     help="add lower_ms and upper_ms: the central prediction interval at LEVEL "
-                         "(e.g. 0.9); the method used is printed on stderr")
+                         "(e.g. 0.9), and with a conformal interval interval_regime (each "
+                         "step's calibration regime, phase|length); the method used is "
+                         "printed on stderr")
     pr.add_argument("--interval-method", default="auto", choices=["auto", "conformal", "model"],
                     help="auto: the fit's stored conformal calibration if any, else the "
                          "model-based band (default auto)")

@@ -169,6 +169,8 @@ class Interval:
 
     ``pools``: conformal: how many steps used each pool.  ``calibration``: conformal:
     the stored ``runs`` record (within-run, or across how many runs); None for the model band.
+    ``regime``: conformal: each step's calibration regime ``'phase|length'`` (the
+    regimes whose coverage README.md, Prediction intervals, reports); None for the model band.
     """
 
     level: float
@@ -178,6 +180,7 @@ class Interval:
     description: str
     pools: dict
     calibration: dict | None = None
+    regime: np.ndarray | None = None
 
 
 def conformal_bounds(scores, level, n_eff: float | None = None) -> tuple[float, float]:
@@ -867,7 +870,8 @@ def conformal_interval(fit, df: pd.DataFrame, level, calibration: dict | None = 
             f"(pools used: {used})")
     return Interval(level, "conformal", _inverse(scale, mu, lo, "lower"),
                     _inverse(scale, mu, hi, "upper"), text, used,
-                    dict(cal.get("runs") or {"calibration": WITHIN_RUN, "n_runs": 1}))
+                    dict(cal.get("runs") or {"calibration": WITHIN_RUN, "n_runs": 1}),
+                    np.array([f"{a}|{b}" for a, b in zip(phase, length)], dtype=object))
 
 
 def model_interval(fit, df: pd.DataFrame, level) -> Interval:

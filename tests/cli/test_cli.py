@@ -309,10 +309,21 @@ def test_predict_interval_adds_bounds_and_names_its_method(fit_json, tmp_path, r
     rc, _, err = run(["predict", fit_json, EXAMPLE, "-o", out, "--interval", "0.9"])
     assert rc == 0, err
     got = pd.read_csv(out)
-    assert list(got.columns[-3:]) == ["predicted_ms", "lower_ms", "upper_ms"]
+    assert list(got.columns[-4:]) == ["predicted_ms", "lower_ms", "upper_ms", "interval_regime"]
     assert np.all(got["lower_ms"] <= got["predicted_ms"])
     assert np.all(got["predicted_ms"] <= got["upper_ms"])
     assert "interval 0.9: conformal" in err  # perfmodel fit stores a calibration by default
+    # each step's calibration regime: the one rule of interval_regimes on the fit's thresholds
+    from perfmodel.core.results import FitResult
+    from perfmodel.data.trace import read_trace
+    from perfmodel.stats.intervals import interval_regimes
+
+    fit = FitResult.from_json(Path(fit_json))
+    src = read_trace(EXAMPLE)
+    phase, length = interval_regimes(
+        src, fit.predict(src), fit.interval_calibration["regime_rule"]["length_thresholds_ms"])
+    assert got["interval_regime"].tolist() == [f"{a}|{b}" for a, b in zip(phase, length)]
+    assert got["interval_regime"].nunique() > 1
     assert "interval_calibration" in json.loads(Path(fit_json).read_text())
 
 
