@@ -55,7 +55,11 @@ scores of the other parts pooled into each outer fold's calibration
 (:func:`perfmodel.stats.intervals.sibling_scores`, ``perfmodel fit
 --sibling-traces``): data set ``<name>-siblings``.  The part being covered
 contributes only its training side's inner scores, as without siblings; the
-siblings are scored on all their steps (none of them is the part's).  It also
+siblings are scored on all their steps (none of them is the part's), and each
+outer fold's siblings are cut to the steps whose schedule no held-out step of
+the fold shares (the parts ran the same schedules; ``<name>-shared-siblings``
+keeps them, to show what the cut changes); ``-siblings-groups`` beside the
+table gives each part's own all-steps coverage, alone and with siblings.  It also
 covers each vLLM-CPU model size with the other size's scores pooled
 (``vllm-cpu_<model>-siblings``): a check of what pooling does where the
 siblings' relative errors differ.
@@ -132,7 +136,7 @@ def one_part(df: pd.DataFrame, scheme: str, time_ordered, starts: int,
              siblings=None) -> pd.DataFrame:
     """Per held-out step: regimes, measured and predicted time, interval bounds per level
     (``siblings``: :func:`perfmodel.stats.intervals.sibling_scores` records pooled into each
-    outer fold's calibration)."""
+    outer fold's calibration, or a function of the fold's test steps returning them)."""
     from perfmodel.core.fit import fit_model
     from perfmodel.core.model import default_for
     from perfmodel.stats.interval_coverage import coverage_clusters
@@ -151,7 +155,8 @@ def one_part(df: pd.DataFrame, scheme: str, time_ordered, starts: int,
         test = df.iloc[te].reset_index(drop=True)
         fit = fit_model(train, model, n_starts=starts)
         cal = calibrate_intervals(fit, train, scheme=scheme, k=5, seed=0,
-                                  time_ordered=time_ordered, siblings=siblings)
+                                  time_ordered=time_ordered,
+                                  siblings=siblings(test) if callable(siblings) else siblings)
         mu = fit.predict(test)
         phase, length = interval_regimes(test, mu, cal["regime_rule"]["length_thresholds_ms"])
         out = pd.DataFrame({"fold": i, "phase": phase, "length": length, "mu": mu,
@@ -170,10 +175,17 @@ def with_siblings(name: str, loads, scheme: str, timed, starts: int) -> dict:
     """``--siblings``: each part of a data set of several parts (the Splitwise groups; or the
     vLLM-CPU model sizes) covered again with the held-out scores of the OTHER parts pooled
     into every outer fold's calibration (leave-one-part-out: no score of the part's own
-    held-out steps, nor of any of its steps, comes from a sibling); ``{part: steps}``."""
+    held-out steps, nor of any of its steps, comes from a sibling).  The parts may share
+    schedules (the Splitwise groups ran the same requests on other GPUs): each outer fold's
+    siblings are cut to the steps whose schedule (the fold engine's identity key: batch size,
+    tokens, the multiset of chunk and context pairs) no held-out step of that fold has, so no
+    twin of a held-out step is a calibration point (``shared``: the same without that cut, to
+    show what it changes).  Returns ``{(part, variant): steps}``, variant ``disjoint`` or
+    ``shared``."""
     from perfmodel.core.fit import fit_model
     from perfmodel.core.model import default_for
     from perfmodel.stats.intervals import sibling_scores
+    from perfmodel.stats.schedule_key import _schedule_key
 
     frames = {label: load() for label, load in loads}
     records = {}
@@ -183,12 +195,45 @@ def with_siblings(name: str, loads, scheme: str, timed, starts: int) -> dict:
             fit = fit_model(df, default_for(df), n_starts=starts)
             records[label] = sibling_scores(fit, df, label, scheme=scheme, k=5, seed=0,
                                             time_ordered=timed, n_starts=min(starts, 4))
+        cols = ["batch_size", "total_tokens", "chunk_sizes", "context_lens"]
+
+        def disjoint(label):
+            others = [k for k in records if k != label]
+
+            def cut(test):
+                out = []
+                for k in others:
+                    r, d = records[k], frames[k]
+                    c = [x for x in cols if x in d.columns and x in test.columns]
+                    key = _schedule_key(pd.concat([test[c], d[c]], ignore_index=True))
+                    mine = key[len(test):][r["rows"]]
+                    keep = ~np.isin(mine, key[:len(test)])
+                    out.append({f: (v[keep] if isinstance(v, np.ndarray) else v)
+                                for f, v in r.items()})
+                return out
+            return cut
+
         steps = {}
         for label, df in frames.items():
             log(f"{name}: {label} with the scores of its {len(frames) - 1} siblings")
-            steps[label] = one_part(df, scheme, timed, starts,
-                                    siblings=[r for k, r in records.items() if k != label])
+            steps[label, "disjoint"] = one_part(df, scheme, timed, starts, siblings=disjoint(label))
+            steps[label, "shared"] = one_part(df, scheme, timed, starts,
+                                              siblings=[r for k, r in records.items() if k != label])
     return steps
+
+
+def group_coverage(parts: dict) -> pd.DataFrame:
+    """All-steps conformal coverage of each part at each level: ``{(part, calibration): steps}``
+    -> one row per part x calibration x level (how far the parts' own coverages spread around
+    the pooled one)."""
+    rows = []
+    for (part, calib), st in parts.items():
+        y = st["y"].to_numpy(float)
+        for lv in LEVELS:
+            inside = (y >= st[f"conformal_lo_{lv}"]) & (y <= st[f"conformal_hi_{lv}"])
+            rows.append({"part": part, "calibration": calib, "level": lv, "n": len(st),
+                         "conformal": round(float(inside.mean()), 3)})
+    return pd.DataFrame(rows)
 
 
 def summarise(name: str, steps: pd.DataFrame) -> pd.DataFrame:
@@ -372,7 +417,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     started = (time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()), time.perf_counter(),
                os.getloadavg()[0])
-    tables = []
+    tables, group_tables = [], []
     for name, loads, scheme, timed in study_parts(args.only):
         steps = []
         for label, load in loads:
@@ -382,16 +427,22 @@ def main(argv=None) -> int:
                 steps.append(one_part(load(), scheme, timed, args.starts))
         tables.append(summarise(name, pd.concat(steps, ignore_index=True)))
         if args.siblings and len(loads) > 1:
-            tables.append(summarise(f"{name}-siblings", pd.concat(
-                with_siblings(name, loads, scheme, timed, args.starts).values(),
-                ignore_index=True)))
+            sib = with_siblings(name, loads, scheme, timed, args.starts)
+            for variant, tag in (("disjoint", "siblings"), ("shared", "shared-siblings")):
+                tables.append(summarise(f"{name}-{tag}", pd.concat(
+                    [v for (_, vv), v in sib.items() if vv == variant], ignore_index=True)))
+            groups = {(label, "alone"): st for (label, _), st in zip(loads, steps)}
+            groups.update({(label, f"siblings ({v})"): st for (label, v), st in sib.items()})
+            group_tables.append(group_coverage(groups).assign(dataset=name))
     if args.siblings:  # the vLLM-CPU model sizes as each other's siblings: a check of the
         cpu = [(name, loads[0]) for name, loads, _, _ in study_parts(args.only)
                if name.startswith("vllm-cpu") and len(loads) == 1]
         if len(cpu) > 1:  # assumption where the relative errors differ
-            for label, steps in with_siblings("vllm-cpu", [(n, ld[1]) for n, ld in cpu],
-                                              "blocked", True, args.starts).items():
-                tables.append(summarise(f"{label}-siblings", steps))
+            for (label, variant), steps in with_siblings(
+                    "vllm-cpu", [(n, ld[1]) for n, ld in cpu], "blocked", True,
+                    args.starts).items():
+                if variant == "disjoint":
+                    tables.append(summarise(f"{label}-siblings", steps))
     from perfmodel._io import atomic_write_text
 
     def emit(table: pd.DataFrame, suffix: str) -> None:
@@ -405,6 +456,8 @@ def main(argv=None) -> int:
 
     if tables:
         emit(pd.concat(tables, ignore_index=True), "")
+    if group_tables:
+        emit(pd.concat(group_tables, ignore_index=True), "-siblings-groups")
     if args.transfer:
         emit(transfer(Path(args.cpu_root), args.starts), "-transfer")
     if args.across_runs:

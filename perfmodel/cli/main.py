@@ -108,7 +108,7 @@ def cmd_fit(args):
     if attrs.get("dropped"):
         res.provenance["dropped_invalid_rows"] = len(attrs["dropped"])
     _calibrate(args, res, df, run_column, groups, fit_data,
-               siblings=_sibling_records(args, res, sibling_traces, relative, window))
+               siblings=_sibling_records(args, res, sibling_traces, relative))
     del fit_data, groups
     summary = res.summary()
     if args.bootstrap:
@@ -173,7 +173,11 @@ def _check_sibling_args(args, run_column) -> dict:
     if run_column is not None:
         raise InputError("--sibling-traces need a within-run calibration (give one trace, or "
                          "--interval-calibration within-run)")
+    if args.absolute:
+        raise InputError("--sibling-traces pool relative held-out errors: residuals in ms "
+                         "(--absolute) differ between traces; fit on a relative scale")
     from perfmodel.data.trace import read_trace
+    from perfmodel.data.trace_read import trace_sha256
 
     paths = [str(p) for p in args.sibling_traces]
     if len(set(paths)) != len(paths):
@@ -182,21 +186,31 @@ def _check_sibling_args(args, run_column) -> dict:
         if any(Path(p).resolve() == Path(str(o)).resolve() for p in paths):
             raise InputError(f"--sibling-traces includes the fit's own trace {str(o)!r}: "
                              "siblings are other traces")
-    # read (and so checked) before any fit
-    return {p: read_trace(p, drop_invalid=args.drop_invalid,
-                          allow_degenerate=args.allow_degenerate) for p in paths}
+    # read (and so checked) before any fit; the same content under another name is the
+    # fit's own trace, not a sibling
+    traces = {p: read_trace(p, drop_invalid=args.drop_invalid,
+                            allow_degenerate=args.allow_degenerate) for p in paths}
+    own_sha = {trace_sha256(t) for t in args.trace}
+    for p, d in traces.items():
+        if d.attrs.get("sha256") in own_sha:
+            raise InputError(f"--sibling-traces: {p} has the same content as the fit's own trace "
+                             "(sha256): siblings are other traces")
+    return traces
 
 
-def _sibling_records(args, res, traces: dict, relative, window) -> list[dict]:
+def _sibling_records(args, res, traces: dict, relative) -> list[dict]:
     """Each ``--sibling-traces`` trace fitted on its own as the main fit was, and scored."""
     from perfmodel.core.fit import fit_model
     from perfmodel.stats.intervals import sibling_scores
 
     out = []
+    # each sibling is fitted without the fit's outlier window (LOW_MS, HIGH_MS are the fit's
+    # own trace's times, not a sibling's)
+    res.provenance["sibling_traces"] = {p: sd.attrs.get("sha256") for p, sd in traces.items()}
     for p, sd in traces.items():
         try:
             sf = fit_model(sd, res.model_name, loss=args.loss, relative=relative,
-                           n_starts=args.starts, seed=args.seed, outlier_window=window,
+                           n_starts=args.starts, seed=args.seed,
                            scale=not args.no_scale, allow_degenerate=args.allow_degenerate)
         except PerfmodelError as e:
             raise InputError(f"--sibling-traces: {p} cannot be fitted with {res.model_name}: "

@@ -656,16 +656,20 @@ def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int 
     ok = np.isfinite(resid)
     sib_record = None
     if siblings:
-        sibs = _check_siblings(siblings, scale_of(fit).name)
+        sibs = _check_siblings(siblings, fit, CLUSTER_COLUMN if CLUSTER_COLUMN in d.columns
+                               else "steps")
         own = np.isfinite(resid)
         own_spread = _spread(resid[own])
         resid = np.concatenate([resid[own]] + [r["scores"] for r in sibs])
         phase = np.concatenate([phase[own]] + [r["phase"] for r in sibs])
         length = np.concatenate([length[own]] + [r["length"] for r in sibs])
-        groups = np.concatenate([np.array([f"own:{g}" for g in groups[own]], dtype=object)]
-                                + [r["groups"] for r in sibs])
-        clusters = np.concatenate([np.array([f"own:{c}" for c in clusters[own]], dtype=object)]
-                                  + [r["clusters"] for r in sibs])
+        # prefixed by position (0: the trace's own, i: the i-th sibling), so that no label
+        # a sibling was given can make two units one
+        tag = lambda i, v: np.array([f"{i}|{x}" for x in v], dtype=object)
+        groups = np.concatenate([tag(0, groups[own])]
+                                + [tag(i, r["groups"]) for i, r in enumerate(sibs, 1)])
+        clusters = np.concatenate([tag(0, clusters[own])]
+                                  + [tag(i, r["clusters"]) for i, r in enumerate(sibs, 1)])
         ok = np.ones(resid.size, dtype=bool)
         sib_record = {"labels": [r["label"] for r in sibs],
                       "n_steps": [int(r["scores"].size) for r in sibs],
@@ -726,9 +730,12 @@ def sibling_scores(fit, df: pd.DataFrame, label: str, *, scheme: str = "auto", k
 
     Returns
     -------
-    dict: ``label``, ``scale`` and, per held-out step, ``scores``, ``phase``,
-    ``length``, ``groups``, ``clusters`` (arrays); pass a list of them as
-    ``calibrate_intervals(..., siblings=)``.
+    dict: ``label``, ``scale``, ``model`` (the fit's model name),
+    ``cluster_kind`` (``'config'`` or ``'steps'``) and, per held-out step,
+    ``scores``, ``phase``, ``length``, ``groups``, ``clusters`` and ``rows``
+    (its position among the rows of ``df`` the fit keeps); pass a list of them
+    as ``calibrate_intervals(..., siblings=)``, which refuses a record of
+    another scale, model or kind of cluster.
     """
     if not isinstance(label, str) or not label:
         raise InputError(f"a sibling needs a non-empty label, got {label!r}")
@@ -743,9 +750,11 @@ def sibling_scores(fit, df: pd.DataFrame, label: str, *, scheme: str = "auto", k
     phase, length = interval_regimes(d, mu, thresholds, prefill_ratio)
     ok = np.isfinite(resid)
     tag = lambda v: np.array([f"{label}:{x}" for x in v], dtype=object)
-    return {"label": label, "scale": scale_of(fit).name, "scores": resid[ok],
-            "phase": np.asarray(phase)[ok], "length": np.asarray(length)[ok],
-            "groups": tag(groups[ok]), "clusters": tag(calibration_clusters(d)[ok])}
+    return {"label": label, "scale": scale_of(fit).name, "model": fit.model_name,
+            "cluster_kind": CLUSTER_COLUMN if CLUSTER_COLUMN in d.columns else "steps",
+            "scores": resid[ok], "phase": np.asarray(phase)[ok],
+            "length": np.asarray(length)[ok], "groups": tag(groups[ok]),
+            "clusters": tag(calibration_clusters(d)[ok]), "rows": np.flatnonzero(ok)}
 
 
 def _spread(scores: np.ndarray) -> float:
@@ -753,20 +762,44 @@ def _spread(scores: np.ndarray) -> float:
     return float(np.median(np.abs(scores - np.median(scores))))
 
 
-def _check_siblings(siblings, scale: str) -> list[dict]:
-    """The sibling records of :func:`sibling_scores`, checked: one scale, unique labels."""
+def _check_siblings(siblings, fit, cluster_kind: str) -> list[dict]:
+    """The sibling records of :func:`sibling_scores`, checked against the fit they join: a
+    relative fit scale (log-scale scores of different hardware are alike, milliseconds are
+    not), the same scale, model and kind of cluster (configurations or steps), unique labels,
+    and aligned, finite arrays."""
+    scale = scale_of(fit).name
     if isinstance(siblings, dict) or not hasattr(siblings, "__iter__"):
         raise InputError("siblings must be a list of sibling_scores(...) records")
     sibs = list(siblings)
-    need = {"label", "scale", "scores", "phase", "length", "groups", "clusters"}
+    if not get_scale(scale).relative:
+        raise InputError(f"siblings pool relative held-out errors; the fit's scale {scale!r} "
+                         "is absolute (ms), which differs between traces: fit on a relative "
+                         "scale (--relative log)")
+    need = {"label", "scale", "model", "cluster_kind", "scores", "phase", "length", "groups",
+            "clusters", "rows"}
     for r in sibs:
         if not isinstance(r, dict) or not need <= set(r):
             raise InputError("each sibling must be a record of sibling_scores(fit, df, label)")
         if r["scale"] != scale:
             raise InputError(f"sibling {r['label']!r} was scored on the {r['scale']} scale, the "
                              f"fit on the {scale} scale: fit both with the same --relative")
-        if r["scores"].size == 0:
+        if r["model"] != fit.model_name:
+            raise InputError(f"sibling {r['label']!r} was fitted with {r['model']}, the trace "
+                             f"with {fit.model_name}: fit every sibling with the same model")
+        if r["cluster_kind"] != cluster_kind:
+            raise InputError(
+                f"sibling {r['label']!r} counts {r['cluster_kind']} as its units and the trace "
+                f"{cluster_kind}: a trace of replicated configurations (column "
+                f"{CLUSTER_COLUMN!r}) pools only siblings that have them, and one without only "
+                "siblings without (one engine run's steps would outnumber the configurations)")
+        n = np.asarray(r["scores"]).size
+        if n == 0:
             raise InputError(f"sibling {r['label']!r} has no held-out scores")
+        if (any(np.asarray(r[k]).shape != (n,) for k in
+                ("phase", "length", "groups", "clusters", "rows"))
+                or not np.all(np.isfinite(np.asarray(r["scores"], dtype=float)))):
+            raise InputError(f"sibling {r['label']!r}: its arrays must be finite scores and one "
+                             "phase, length, group, cluster and row per score")
     labels = [r["label"] for r in sibs]
     if len(set(labels)) != len(labels):
         raise InputError(f"sibling labels must be unique, got {labels}")

@@ -42,6 +42,8 @@ def test_siblings_are_fitted_scored_pooled_and_said(groups, run, tmp_path):
     assert cal["siblings"]["labels"] == [str(p) for p in sibs]
     assert cal["siblings"]["n_clusters"] == [14, 14, 14]
     assert all(v > 0 for v in cal["siblings"]["spread_ratio"])
+    prov = json.loads(pooled.read_text())["provenance"]["sibling_traces"]
+    assert list(prov) == [str(p) for p in sibs] and all(len(h) == 64 for h in prov.values())
     assert cal["pools"]["*|*"]["n_clusters"] == 4 * cal0["pools"]["*|*"]["n_clusters"] == 56
     i = cal["levels"].index(0.9)
     assert cal0["pools"]["*|*"]["normal_tail"][i] and not cal["pools"]["*|*"]["normal_tail"][i]
@@ -54,13 +56,17 @@ def test_siblings_are_fitted_scored_pooled_and_said(groups, run, tmp_path):
     (["--sibling-traces", "OWN"], "includes the fit's own trace"),
     (["--sibling-traces", "SIB", "SIB"], "names a step log twice"),
     (["--sibling-traces", "missing.csv"], "does not exist"),
+    (["--sibling-traces", "COPY"], "same content as the fit's own trace"),
+    (["--sibling-traces", "SIB", "--absolute"], "absolute"),
     (["--sibling-traces", "SIB", "--intervals", "none"], "need --intervals conformal"),
     (["--sibling-traces", "SIB", "--interval-calibration", "across-runs",
       "--run-column", "config"], "within-run calibration"),
 ])
 def test_bad_sibling_arguments_exit_2_and_write_nothing(groups, run, tmp_path, extra, needle):
     own, sib = groups[0], groups[1]
-    args = [str(own) if a == "OWN" else str(sib) if a == "SIB" else
+    copy = tmp_path / "copy_of_own.csv"
+    copy.write_bytes(own.read_bytes())
+    args = [str(own) if a == "OWN" else str(sib) if a == "SIB" else str(copy) if a == "COPY" else
             str(tmp_path / a) if a == "missing.csv" else a for a in extra]
     out = tmp_path / "fit.json"
     rc, _, err = run(["fit", own, "-o", out, "--model", "seed_id", "--starts", "1", *args])
