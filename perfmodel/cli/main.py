@@ -206,7 +206,8 @@ def _sibling_records(args, res, traces: dict, relative) -> list[dict]:
     out = []
     # each sibling is fitted without the fit's outlier window (LOW_MS, HIGH_MS are the fit's
     # own trace's times, not a sibling's)
-    res.provenance["sibling_traces"] = {p: sd.attrs.get("sha256") for p, sd in traces.items()}
+    if traces:
+        res.provenance["sibling_traces"] = {p: sd.attrs.get("sha256") for p, sd in traces.items()}
     for p, sd in traces.items():
         try:
             sf = fit_model(sd, res.model_name, loss=args.loss, relative=relative,
