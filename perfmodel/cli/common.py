@@ -121,16 +121,17 @@ def add_run_level_arguments(parser, sd_help: str | None = None) -> None:
                         "run's measured over predicted step time; at least 2)")
 
 
-def check_run_traces(paths, own) -> list[str]:
-    """``--run-traces``: no step log twice, none of the fit's own trace(s) ``own`` (a path,
+def check_run_traces(paths, own, option: str = "--run-traces",
+                     why: str = "the run-level spread needs runs the fit did not see") -> list[str]:
+    """``--run-traces`` (or another ``option`` naming other traces than the fit's, e.g.
+    ``--sibling-traces``): no step log twice, none of the fit's own trace(s) ``own`` (a path,
     a list of paths or None); returns the paths as strings."""
     paths = [str(p) for p in paths]
     if len(set(paths)) != len(paths):
-        raise InputError("--run-traces names a step log twice")
+        raise InputError(f"{option} names a step log twice")
     for o in own if isinstance(own, (list, tuple)) else [own] if own else []:
         if any(Path(p).resolve() == Path(str(o)).resolve() for p in paths):
-            raise InputError(f"--run-traces includes the fit's own trace {str(o)!r}: the "
-                             "run-level spread needs runs the fit did not see")
+            raise InputError(f"{option} includes the fit's own trace {str(o)!r}: {why}")
     return paths
 
 

@@ -179,12 +179,7 @@ def _check_sibling_args(args, run_column) -> dict:
     from perfmodel.data.trace import read_trace
     from perfmodel.data.trace_read import trace_sha256
 
-    paths = [str(p) for p in args.sibling_traces]
-    if len(set(paths)) != len(paths):
-        raise InputError("--sibling-traces names a step log twice")
-    for o in args.trace:
-        if any(Path(p).resolve() == Path(str(o)).resolve() for p in paths):
-            raise InputError(f"--sibling-traces includes the fit's own trace {str(o)!r}: "
+    paths = check_run_traces(args.sibling_traces, args.trace, "--sibling-traces",
                              "siblings are other traces")
     # read (and so checked) before any fit; the same content under another name is the
     # fit's own trace, not a sibling
