@@ -171,7 +171,8 @@ def one_part(df: pd.DataFrame, scheme: str, time_ordered, starts: int,
     return pd.concat(rows, ignore_index=True)
 
 
-def with_siblings(name: str, loads, scheme: str, timed, starts: int) -> dict:
+def with_siblings(name: str, loads, scheme: str, timed, starts: int,
+                  variants=("disjoint", "shared")) -> dict:
     """``--siblings``: each part of a data set of several parts (the Splitwise groups; or the
     vLLM-CPU model sizes) covered again with the held-out scores of the OTHER parts pooled
     into every outer fold's calibration (leave-one-part-out: no score of the part's own
@@ -180,8 +181,8 @@ def with_siblings(name: str, loads, scheme: str, timed, starts: int) -> dict:
     siblings are cut to the steps whose schedule (the fold engine's identity key: batch size,
     tokens, the multiset of chunk and context pairs) no held-out step of that fold has, so no
     twin of a held-out step is a calibration point (``shared``: the same without that cut, to
-    show what it changes).  Returns ``{(part, variant): steps}``, variant ``disjoint`` or
-    ``shared``."""
+    show what it changes; only when ``variants`` holds it).  Returns ``{(part, variant):
+    steps}``, variant ``disjoint`` or ``shared``."""
     from perfmodel.core.fit import fit_model
     from perfmodel.core.model import default_for
     from perfmodel.stats.intervals import sibling_scores
@@ -217,8 +218,9 @@ def with_siblings(name: str, loads, scheme: str, timed, starts: int) -> dict:
         for label, df in frames.items():
             log(f"{name}: {label} with the scores of its {len(frames) - 1} siblings")
             steps[label, "disjoint"] = one_part(df, scheme, timed, starts, siblings=disjoint(label))
-            steps[label, "shared"] = one_part(df, scheme, timed, starts,
-                                              siblings=[r for k, r in records.items() if k != label])
+            if "shared" in variants:
+                steps[label, "shared"] = one_part(
+                    df, scheme, timed, starts, siblings=[r for k, r in records.items() if k != label])
     return steps
 
 
@@ -440,7 +442,7 @@ def main(argv=None) -> int:
         if len(cpu) > 1:  # assumption where the relative errors differ
             for (label, variant), steps in with_siblings(
                     "vllm-cpu", [(n, ld[1]) for n, ld in cpu], "blocked", True,
-                    args.starts).items():
+                    args.starts, variants=("disjoint",)).items():
                 if variant == "disjoint":
                     tables.append(summarise(f"{label}-siblings", steps))
     from perfmodel._io import atomic_write_text

@@ -345,10 +345,47 @@ def cmd_predict(args):
         cols += ", lower_ms, upper_ms" + (", interval_regime" if iv.regime is not None else "")
         print(f"perfmodel: interval {iv.level:g}: {iv.method}: {iv.description}",
               file=sys.stderr)
+        check_text = _interval_check(df, pred, iv, res, obj)
     json.dumps(json_safe(obj), allow_nan=False)  # everything checked before the write
     atomic_write_text(out, table.to_csv(index=False), force=args.force, inputs=inputs)
-    emit(args, f"wrote {len(table)} rows with {cols} to {out}", obj)
+    text = f"wrote {len(table)} rows with {cols} to {out}"
+    emit(args, text + (f"\n{check_text}" if args.interval is not None and check_text else ""),
+         obj)
     return 0
+
+
+def _interval_check(df, pred, iv, res, obj) -> str:
+    """``predict --interval`` on a trace with measured ``duration_ms``: the interval's coverage
+    per regime (:func:`perfmodel.stats.interval_coverage.interval_check`), stored under
+    ``interval.check`` and returned as text ("" when the trace has no measured times)."""
+    import pandas as pd
+
+    if "duration_ms" not in df.columns:
+        return ""
+    y = pd.to_numeric(df["duration_ms"], errors="coerce")
+    if not (y > 0).any():
+        return ""
+    from perfmodel.stats.interval_coverage import TOLERANCE, interval_check
+
+    tab = interval_check(df, pred, iv)
+    fitted = res.provenance.get("trace_sha256")
+    fitted = {fitted} if isinstance(fitted, str) else set(fitted or [])
+    own = df.attrs.get("sha256") in fitted
+    obj["interval"]["check"] = {
+        "tolerance": TOLERANCE, "in_sample": bool(own),
+        "regimes": json.loads(tab.to_json(orient="records"))}
+    lines = [f"coverage of the {iv.level:g} interval on the measured steps"
+             + (" (IN SAMPLE: this is the fit's own trace, not held-out steps)" if own else
+                " (held-out only if the fit never saw these steps)")
+             + f"; within: |coverage - level| <= {TOLERANCE:g}; consistent: exact test at 0.05 "
+               "with the design effect (steps of one configuration or time block share errors)"]
+    lines.append(f"{'regime':<15}{'n':>7}{'coverage':>10}{'s.e.':>7}{'width':>7}  within  "
+                 "consistent")
+    for r in tab.itertuples(index=False):
+        lines.append(f"{r.regime:<15}{r.n:>7d}{r.coverage:>10.3f}{r.se:>7.3f}{r.width:>7.2f}  "
+                     f"{'yes' if r.within_tolerance else 'no':<6}  "
+                     f"{'yes' if r.consistent else 'no'}")
+    return "\n".join(lines)
 
 
 def cmd_diagnose(args):

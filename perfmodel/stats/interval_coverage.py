@@ -61,7 +61,10 @@ from perfmodel.stats.predictive import _level  # the one check of an interval le
 from perfmodel.stats.uncertainty.clustering import intraclass_correlation
 
 __all__ = ["calibrated_within_chance", "consistent_with_level", "coverage_by_regime",
-           "coverage_clusters", "regime_masks", "within_tolerance"]
+           "coverage_clusters", "interval_check", "regime_masks", "within_tolerance"]
+
+#: the tolerance of "within a few points of nominal" that ``interval_check`` reports
+TOLERANCE = 0.03
 
 _EDGE = 1e-9  # a coverage exactly at the tolerance's edge counts as within
 
@@ -412,3 +415,86 @@ def consistent_with_level(coverage, n, level, alpha: float = 0.05,
         pmf = _count_pmf(int(ni), float(lv), float(r))
         out.append(float(pmf[pmf <= pmf[ki] * (1 + 1e-7)].sum()) >= alpha)
     return np.array(out)
+
+
+def interval_check(df: pd.DataFrame, mu, interval, tolerance: float = TOLERANCE) -> pd.DataFrame:
+    """Coverage of one interval on measured steps, per regime, with its sampling reference.
+
+    Problem: a user checks a fit's prediction interval on steps the fit did
+    not see (``perfmodel predict FIT.json HELD_OUT.csv --interval 0.9``, the
+    trace carrying ``duration_ms``) and needs, per regime, the share
+    covered, whether it is within ``tolerance`` of the level, and whether a
+    calibrated interval could have given that share on so few, clustered
+    steps -- the tally of :func:`coverage_by_regime` with the references of
+    :func:`within_tolerance` and :func:`consistent_with_level`.
+
+    Regimes: ``all``, the phases and, for a conformal interval (``interval.regime``
+    holds ``phase|length`` per step), the calibration's length thirds; the
+    model band has no length thirds, so phases only.  Clusters for the
+    design effect: :func:`coverage_clusters` (configuration, else time block).
+
+    Parameters
+    ----------
+    df : DataFrame
+        The predicted steps, with ``duration_ms`` (ms).  Steps whose
+        ``duration_ms`` is missing or not positive are left out of the tally.
+    mu : array_like of float
+        The fit's predictions of ``df`` (ms).
+    interval : :class:`perfmodel.stats.intervals.Interval`
+        The interval of ``df`` (``lower``, ``upper``, ``level``, ``regime``).
+    tolerance : float
+        Distance from the level counted as within (a share; default 0.03).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per non-empty regime: ``regime``, ``n``, ``coverage``,
+        ``width`` (median ``(upper - lower) / mu``), ``design_effect``,
+        ``se`` (the s.e. of a calibrated interval's coverage on these
+        steps: ``sqrt(level (1 - level) deff / n)``), ``within_tolerance`` and
+        ``consistent`` (the cluster-aware exact test at 0.05).
+
+    Raises
+    ------
+    InputError
+        No ``duration_ms`` column, no step with a positive one, predictions
+        or bounds not one per step.
+
+    Verified in tests/stats/test_interval_coverage.py (known-truth intervals
+    whose coverage is set per phase; hand counts).
+    """
+    from perfmodel.stats.scores import regime
+
+    if not isinstance(df, pd.DataFrame) or "duration_ms" not in df.columns:
+        raise InputError("checking an interval needs the measured step times: a trace with "
+                         "duration_ms")
+    tolerance = check_positive("tolerance", tolerance)
+    level = _level(getattr(interval, "level", None))
+    n = len(df)
+    mu = check_vector("mu", mu, n=n, n_of="the trace's rows")
+    lo, hi = (np.asarray(getattr(interval, k), dtype=float) for k in ("lower", "upper"))
+    if lo.shape != (n,) or hi.shape != (n,):
+        raise InputError(f"the interval must hold one bound per step ({n})")
+    y = pd.to_numeric(df["duration_ms"], errors="coerce").to_numpy(float)
+    ok = np.isfinite(y) & (y > 0)
+    if not ok.any():
+        raise InputError("no step has a measured duration_ms > 0: nothing to check")
+    reg = getattr(interval, "regime", None)
+    if reg is not None:
+        pl = [str(v).split("|", 1) for v in np.asarray(reg, dtype=object)]
+        phase = np.array([a for a, _ in pl], dtype=object)
+        length = np.array([b for _, b in pl], dtype=object)
+    else:
+        phase, length = regime(df).astype(str).to_numpy(dtype=object), None
+    keep = np.flatnonzero(ok)
+    masks = regime_masks(phase[keep], None if length is None else length[keep])
+    table = coverage_by_regime(y[keep], mu[keep], {level: (lo[keep], hi[keep])}, masks,
+                               clusters=coverage_clusters(df.iloc[keep]))
+    table = table.drop(columns="level")
+    deff = table["design_effect"].to_numpy(float)
+    cells = table["n"].to_numpy(float)
+    table["se"] = np.sqrt(level * (1 - level) * deff / cells)
+    table["within_tolerance"] = within_tolerance(table["coverage"], level, tolerance)
+    table["consistent"] = consistent_with_level(table["coverage"], table["n"], level,
+                                                design_effect=deff)
+    return table

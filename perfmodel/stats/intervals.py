@@ -636,11 +636,12 @@ def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int 
         raise InputError("siblings pool within-run scores: they cannot join an across-run "
                          "calibration (give one run, or --interval-calibration within-run)")
     d, fit_data = _kept(fit, df, fit_data)
-    if groups is None:
-        groups = fold_groups(d, time_ordered=time_ordered, block=block)  # once: folds and pools
-    resid, folds = _cv_residuals(fit, d, groups, scheme=scheme, k=k, seed=seed,
-                                 time_ordered=time_ordered, block=block, n_starts=n_starts,
-                                 run_column=run_column, fit_data=fit_data)
+    sc = _held_out_scores(fit, d, groups, fit_data, scheme=scheme, k=k, seed=seed,
+                          time_ordered=time_ordered, block=block, n_starts=n_starts,
+                          run_column=run_column, prefill_ratio=prefill_ratio)
+    del fit_data
+    resid, folds, groups, thresholds = sc["resid"], sc["folds"], sc["groups"], sc["thresholds"]
+    phase, length, clusters = sc["phase"], sc["length"], sc["clusters"]
     if run_column is None:  # within the trace; several runs read by read_runs are pooled
         pooled = int(d[RUN_COLUMN].nunique()) if RUN_COLUMN in d.columns else 1
         runs = {"calibration": WITHIN_RUN, "n_runs": max(pooled, 1)}
@@ -648,11 +649,6 @@ def calibrate_intervals(fit, df: pd.DataFrame, *, levels=LEVELS, min_count: int 
         labels = sorted(set(run_labels(d, run_column)))
         runs = {"calibration": ACROSS_RUNS, "column": run_column, "n_runs": len(labels),
                 "labels": labels}
-    mu = fit.predict(d if fit_data is None else fit_data[0])
-    del fit_data
-    thresholds = [float(f"{v:.6g}") for v in np.quantile(mu, [1 / 3, 2 / 3])]
-    phase, length = interval_regimes(d, mu, thresholds, prefill_ratio)
-    clusters = calibration_clusters(d)
     ok = np.isfinite(resid)
     sib_record = None
     if siblings:
@@ -741,20 +737,40 @@ def sibling_scores(fit, df: pd.DataFrame, label: str, *, scheme: str = "auto", k
         raise InputError(f"a sibling needs a non-empty label, got {label!r}")
     if scheme not in ("auto", "grouped", "blocked"):
         raise InputError(f"scheme must be 'auto', 'grouped' or 'blocked', got {scheme!r}")
-    d, _ = _kept(fit, df)
-    groups = fold_groups(d, time_ordered=time_ordered, block=block)
-    resid, _ = _cv_residuals(fit, d, groups, scheme=scheme, k=k, seed=seed,
-                             time_ordered=time_ordered, block=block, n_starts=n_starts)
-    mu = fit.predict(d)
-    thresholds = np.quantile(mu, [1 / 3, 2 / 3])
-    phase, length = interval_regimes(d, mu, thresholds, prefill_ratio)
-    ok = np.isfinite(resid)
+    d, fit_data = _kept(fit, df)
+    sc = _held_out_scores(fit, d, None, fit_data, scheme=scheme, k=k, seed=seed,
+                          time_ordered=time_ordered, block=block, n_starts=n_starts,
+                          run_column=None, prefill_ratio=prefill_ratio)
+    ok = np.isfinite(sc["resid"])
     tag = lambda v: np.array([f"{label}:{x}" for x in v], dtype=object)
     return {"label": label, "scale": scale_of(fit).name, "model": fit.model_name,
             "cluster_kind": CLUSTER_COLUMN if CLUSTER_COLUMN in d.columns else "steps",
-            "scores": resid[ok], "phase": np.asarray(phase)[ok],
-            "length": np.asarray(length)[ok], "groups": tag(groups[ok]),
-            "clusters": tag(calibration_clusters(d)[ok]), "rows": np.flatnonzero(ok)}
+            "scores": sc["resid"][ok], "phase": np.asarray(sc["phase"])[ok],
+            "length": np.asarray(sc["length"])[ok], "groups": tag(sc["groups"][ok]),
+            "clusters": tag(sc["clusters"][ok]), "rows": np.flatnonzero(ok)}
+
+
+def _held_out_scores(fit, d: pd.DataFrame, groups, fit_data, *, scheme, k, seed,
+                     time_ordered, block, n_starts, run_column, prefill_ratio) -> dict:
+    """The held-out scores of a trace's kept rows ``d`` and the labels that pool them: the
+    one scoring that :func:`calibrate_intervals` (the fit's own trace) and
+    :func:`sibling_scores` (a sibling's) share, so both cut regimes and clusters alike.
+
+    Returns a dict: ``resid`` (CV score per row, NaN where no fold held it out), ``folds``,
+    ``groups`` (the fold engine's groups, computed once when None), ``thresholds`` (the
+    length thirds of the predictions, at 6 significant digits as stored in FIT.json),
+    ``phase``, ``length`` and ``clusters``.
+    """
+    if groups is None:
+        groups = fold_groups(d, time_ordered=time_ordered, block=block)  # once: folds and pools
+    resid, folds = _cv_residuals(fit, d, groups, scheme=scheme, k=k, seed=seed,
+                                 time_ordered=time_ordered, block=block, n_starts=n_starts,
+                                 run_column=run_column, fit_data=fit_data)
+    mu = fit.predict(d if fit_data is None else fit_data[0])
+    thresholds = [float(f"{v:.6g}") for v in np.quantile(mu, [1 / 3, 2 / 3])]
+    phase, length = interval_regimes(d, mu, thresholds, prefill_ratio)
+    return {"resid": resid, "folds": folds, "groups": groups, "thresholds": thresholds,
+            "phase": phase, "length": length, "clusters": calibration_clusters(d)}
 
 
 def _spread(scores: np.ndarray) -> float:

@@ -327,6 +327,42 @@ def test_predict_interval_adds_bounds_and_names_its_method(fit_json, tmp_path, r
     assert "interval_calibration" in json.loads(Path(fit_json).read_text())
 
 
+def test_predict_interval_checks_coverage_where_the_trace_has_measured_times(fit_json,
+                                                                            tmp_path, run):
+    from perfmodel.core.results import FitResult
+    from perfmodel.data.trace import read_trace
+    from perfmodel.stats.interval_coverage import interval_check
+    from perfmodel.stats.intervals import prediction_interval
+
+    # the fit's own trace: the tally is stated as in-sample
+    rc, stdout, err = run(["predict", fit_json, EXAMPLE, "-o", tmp_path / "own.csv",
+                           "--interval", "0.9"])
+    assert rc == 0, err
+    assert "coverage of the 0.9 interval" in stdout and "IN SAMPLE" in stdout
+    # other steps (every other row: another file, another hash): the tally of interval_check
+    src = pd.read_csv(EXAMPLE)
+    other = tmp_path / "other.csv"
+    src.iloc[::2].to_csv(other, index=False)
+    rc, stdout, err = run(["predict", fit_json, other, "-o", tmp_path / "o.csv", "--interval",
+                           "0.9", "--json"])
+    assert rc == 0, err
+    check = json.loads(stdout)["interval"]["check"]
+    assert check["in_sample"] is False and check["tolerance"] == 0.03
+    fit, df = FitResult.from_json(Path(fit_json)), read_trace(other)
+    want = interval_check(df, fit.predict(df), prediction_interval(fit, df, 0.9))
+    got = pd.DataFrame(check["regimes"])
+    assert got["regime"].tolist() == want["regime"].tolist()
+    assert np.allclose(got["coverage"], want["coverage"]) and got["n"].tolist() == want["n"].tolist()
+    assert got.loc[got["regime"] == "all", "n"].item() == len(df)
+    # no measured times: predictions only, no tally
+    bare = tmp_path / "bare.csv"
+    src.drop(columns="duration_ms").to_csv(bare, index=False)
+    rc, stdout, err = run(["predict", fit_json, bare, "-o", tmp_path / "b.csv", "--interval",
+                           "0.9", "--json"])
+    assert rc == 0, err
+    assert "check" not in json.loads(stdout)["interval"]
+
+
 def test_predict_interval_without_calibration_states_the_model_band(tmp_path, run):
     fit = tmp_path / "f.json"
     assert run(["fit", EXAMPLE, "-o", fit, "--model", "seed_id", "--intervals", "none"])[0] == 0

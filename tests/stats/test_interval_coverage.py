@@ -184,3 +184,95 @@ def test_coverage_clusters_are_configurations_else_time_blocks():
     assert coverage_clusters(cfg).tolist() == ["config:a", "config:b", "config:a", "config:b"]
     with pytest.raises(InputError, match="DataFrame"):
         coverage_clusters([1, 2])
+
+
+# --- interval_check: the coverage `perfmodel predict --interval` reports on measured steps ---
+
+def _checked(level, lo, hi, regime=None, **cols):
+    import pandas as pd
+
+    from perfmodel.stats.interval_coverage import interval_check
+
+    df = pd.DataFrame({"duration_ms": Y, "config": [f"c{i}" for i in range(6)], **cols})
+    iv = Interval(level, "conformal", lo, hi, "", {}, None, regime)
+    return interval_check(df, MU, iv).set_index("regime")
+
+
+def test_interval_check_hand_counted():
+    reg = np.array([f"{p}|{ln}" for p, ln in zip(PHASE, LENGTH)], dtype=object)
+    tab = _checked(0.8, LO8, HI8, reg)
+    assert list(tab.index) == ["all", "decode-only", "mixed", "prefill-heavy", "short",
+                               "medium", "long"]
+    assert tab.loc["all", "n"] == 6 and tab.loc["all", "coverage"] == pytest.approx(5 / 6)
+    # one configuration per step: no design effect, the binomial s.e.
+    assert tab.loc["all", "design_effect"] == pytest.approx(1.0)
+    assert tab.loc["all", "se"] == pytest.approx(np.sqrt(0.8 * 0.2 / 6))
+    # 5/6 is 0.033 from 0.8: outside 3 points, yet 5 of 6 is no evidence against 0.8
+    assert not tab.loc["all", "within_tolerance"] and tab.loc["all", "consistent"]
+    assert tab.loc["medium", "coverage"] == 0.0 and not tab.loc["medium", "within_tolerance"]
+    assert tab.loc["long", "width"] == pytest.approx(0.5)
+
+
+def test_interval_check_leaves_out_steps_without_a_measured_time():
+    y = Y.copy()
+    y[2] = np.nan  # the one step of LO8/HI8 outside the interval
+    import pandas as pd
+
+    from perfmodel.stats.interval_coverage import interval_check
+
+    df = pd.DataFrame({"duration_ms": y, "config": list("abcdef")})
+    reg = np.array([f"{p}|{ln}" for p, ln in zip(PHASE, LENGTH)], dtype=object)
+    tab = interval_check(df, MU, Interval(0.8, "conformal", LO8, HI8, "", {}, None, reg))
+    tab = tab.set_index("regime")
+    assert tab.loc["all", "n"] == 5 and tab.loc["all", "coverage"] == 1.0
+    assert "medium" not in tab.index  # its only step has no measured time
+
+
+def test_interval_check_of_the_model_band_has_phases_only():
+    import pandas as pd
+
+    from perfmodel.stats.interval_coverage import interval_check
+
+    # phases by the rule of perfmodel.stats.scores.regime: B = 1 decode step, a prefill chunk
+    df = pd.DataFrame({"duration_ms": [1.0, 5.0], "batch_size": [4, 1],
+                       "total_tokens": [4, 512], "config": ["a", "b"]})
+    iv = Interval(0.9, "model", np.array([0.5, 1.0]), np.array([2.0, 4.0]), "", {})
+    tab = interval_check(df, np.array([1.0, 2.0]), iv).set_index("regime")
+    assert list(tab.index) == ["all", "decode-only", "prefill-heavy"]
+    assert tab.loc["all", "coverage"] == 0.5 and tab.loc["prefill-heavy", "coverage"] == 0.0
+
+
+def test_interval_check_known_truth_flags_the_regime_that_misses():
+    # log errors N(0, 0.1); the interval mu * exp(+-z 0.1) is exact (0.9) on decode steps
+    # and too narrow (half as wide: about 0.59) on mixed ones; 20 steps per time block
+    import pandas as pd
+    from scipy import stats
+
+    from perfmodel.stats.interval_coverage import interval_check
+
+    rng = np.random.default_rng(3)
+    n = 4000
+    mu = np.full(n, 10.0)
+    y = mu * np.exp(0.1 * rng.standard_normal(n))
+    phase = np.where(np.arange(n) % 2 == 0, "decode-only", "mixed")
+    half = stats.norm.ppf(0.95) * 0.1 * np.where(phase == "mixed", 0.5, 1.0)
+    iv = Interval(0.9, "conformal", mu * np.exp(-half), mu * np.exp(half), "", {}, None,
+                  np.array([f"{p}|short" for p in phase], dtype=object))
+    df = pd.DataFrame({"duration_ms": y, "config": [f"b{i // 20}" for i in range(n)]})
+    tab = interval_check(df, mu, iv).set_index("regime")
+    assert tab.loc["decode-only", "within_tolerance"] and tab.loc["decode-only", "consistent"]
+    assert abs(tab.loc["mixed", "coverage"] - 0.59) < 0.04
+    assert not tab.loc["mixed", "within_tolerance"] and not tab.loc["mixed", "consistent"]
+
+
+@pytest.mark.parametrize("df, match", [
+    ({"batch_size": [1] * 6}, "duration_ms"),
+    ({"duration_ms": [np.nan, 0, -1, np.nan, 0, 0]}, "nothing to check"),
+])
+def test_interval_check_bad_input_raises(df, match):
+    import pandas as pd
+
+    from perfmodel.stats.interval_coverage import interval_check
+
+    with pytest.raises(InputError, match=match):
+        interval_check(pd.DataFrame(df), MU, Interval(0.8, "model", LO8, HI8, "", {}))

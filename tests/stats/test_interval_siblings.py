@@ -121,6 +121,26 @@ def test_no_siblings_is_the_calibration_of_before_bit_for_bit(family):
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
+def test_a_trace_scored_as_a_sibling_gets_the_regimes_of_its_own_calibration(family):
+    # one scoring, one place: the length thirds a sibling is cut by are the thresholds its own
+    # calibration stores (rounded alike), and its pools hold the same steps per regime
+    from perfmodel.stats.intervals import interval_regimes
+
+    target, fit, _ = family
+    rec = sibling_scores(fit, target, "self", n_starts=1)
+    cal = calibrate_intervals(fit, target, n_starts=1)
+    rule = cal["regime_rule"]
+    phase, length = interval_regimes(target, fit.predict(target),
+                                     rule["length_thresholds_ms"],
+                                     rule["phase"]["prefill_ratio"])
+    assert list(rec["phase"]) == list(phase[rec["rows"]])
+    assert list(rec["length"]) == list(length[rec["rows"]])
+    for key, pool in cal["pools"].items():
+        p, ln = key.split("|")
+        sel = ((rec["phase"] == p) | (p == "*")) & ((rec["length"] == ln) | (ln == "*"))
+        assert pool["n"] == int(sel.sum()), key
+
+
 def test_sibling_clusters_are_labelled_so_no_two_siblings_share_one(family):
     _, _, sibs = family
     for r in sibs:
