@@ -136,39 +136,13 @@ def one_part(df: pd.DataFrame, scheme: str, time_ordered, starts: int,
              siblings=None) -> pd.DataFrame:
     """Per held-out step: regimes, measured and predicted time, interval bounds per level
     (``siblings``: :func:`perfmodel.stats.intervals.sibling_scores` records pooled into each
-    outer fold's calibration, or a function of the fold's test steps returning them)."""
-    from perfmodel.core.fit import fit_model
-    from perfmodel.core.model import default_for
-    from perfmodel.stats.interval_coverage import coverage_clusters
-    from perfmodel.stats.intervals import (
-        calibrate_intervals,
-        conformal_interval,
-        interval_regimes,
-        model_interval,
-    )
-    from perfmodel.stats.validation import make_folds
+    outer fold's calibration, or a function of the fold's test steps returning them): the
+    package's protocol, :func:`perfmodel.stats.interval_heldout.held_out_intervals`."""
+    from perfmodel.stats.interval_heldout import held_out_intervals
 
-    model = default_for(df)
-    rows = []
-    for i, (tr, te) in enumerate(make_folds(df, scheme, k=5, seed=0, time_ordered=time_ordered)):
-        train = df.iloc[tr].reset_index(drop=True)
-        test = df.iloc[te].reset_index(drop=True)
-        fit = fit_model(train, model, n_starts=starts)
-        cal = calibrate_intervals(fit, train, scheme=scheme, k=5, seed=0,
-                                  time_ordered=time_ordered,
-                                  siblings=siblings(test) if callable(siblings) else siblings)
-        mu = fit.predict(test)
-        phase, length = interval_regimes(test, mu, cal["regime_rule"]["length_thresholds_ms"])
-        out = pd.DataFrame({"fold": i, "phase": phase, "length": length, "mu": mu,
-                            "y": test["duration_ms"].to_numpy(float),
-                            "cluster": [f"fold{i}:{c}" for c in coverage_clusters(test)]})
-        for lv in LEVELS:
-            m = model_interval(fit, test, lv)
-            c = conformal_interval(fit, test, lv, calibration=cal)
-            out[f"model_lo_{lv}"], out[f"model_hi_{lv}"] = m.lower, m.upper
-            out[f"conformal_lo_{lv}"], out[f"conformal_hi_{lv}"] = c.lower, c.upper
-        rows.append(out)
-    return pd.concat(rows, ignore_index=True)
+    return held_out_intervals(df, levels=LEVELS, scheme=scheme, k=5, seed=0,
+                              time_ordered=time_ordered, n_starts=starts, siblings=siblings,
+                              model_band=True)
 
 
 def with_siblings(name: str, loads, scheme: str, timed, starts: int,

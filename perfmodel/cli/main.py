@@ -28,6 +28,7 @@ from perfmodel.cli import capacity as cli_capacity
 from perfmodel.cli import collect as cli_collect
 from perfmodel.cli import compare as cli_compare
 from perfmodel.cli import convert as cli_convert
+from perfmodel.cli import coverage as cli_coverage
 from perfmodel.cli import factors as cli_factors
 from perfmodel.cli import replay as cli_replay
 from perfmodel.cli import simulate as cli_simulate
@@ -534,6 +535,8 @@ _MODULE_COMMANDS = (
      cli_sla.add_sla_arguments, cli_sla.sla_command),
     ("compare", "compare models and baselines by cross-validation", {"out": True},
      cli_compare.add_compare_arguments, cli_compare.compare_command),
+    ("coverage", "held-out coverage of the prediction interval, per regime", {"out": True},
+     cli_coverage.add_coverage_arguments, cli_coverage.coverage_command),
     ("simulate", "simulate a continuous-batching server", {"fit_arg": True},
      cli_simulate.add_simulate_arguments, cli_simulate.simulate_command),
     ("factors", "secondary-factor analysis at a fixed step size", {},

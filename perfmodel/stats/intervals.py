@@ -427,6 +427,30 @@ def cv_residuals(fit, df: pd.DataFrame, *, scheme: str = "auto", k: int = 5, see
                          n_starts=n_starts, run_column=run_column)
 
 
+def resolved_folds(d: pd.DataFrame, scheme: str, *, k: int, seed: int, time_ordered, block: int,
+                   groups=None, runs=None) -> tuple[str, str, list]:
+    """The folds of ``scheme`` on the trace ``d``, with ``'auto'`` resolved as the interval
+    calibration resolves it: blocked for a time-ordered trace
+    (:func:`perfmodel.stats.validation.is_time_ordered` or ``time_ordered=True``), grouped
+    where its groups are too large for ``k`` contiguous folds, grouped otherwise.
+
+    Returns ``(scheme, note, splits)``: the scheme used, ``''`` or why grouped folds stood
+    in, and the ``make_folds`` splits."""
+    kw = {"k": k, "seed": seed, "time_ordered": time_ordered, "block": block, "groups": groups,
+          "runs": runs}
+    if scheme == "auto":
+        timed = is_time_ordered(d) if time_ordered is None else bool(time_ordered)
+        scheme = "blocked" if timed else "grouped"
+        try:
+            return scheme, "", make_folds(d, scheme, **kw)
+        except InputError as e:  # a few groups too large for contiguous folds
+            if scheme != "blocked":
+                raise
+            return "grouped", f"blocked folds impossible ({e}); grouped folds used", \
+                make_folds(d, "grouped", **kw)
+    return scheme, "", make_folds(d, scheme, **kw)
+
+
 def _cv_residuals(fit, d: pd.DataFrame, groups: np.ndarray, *, scheme, k, seed, time_ordered,
                   block, n_starts, run_column=None, fit_data=None) -> tuple[np.ndarray, dict]:
     """:func:`cv_residuals` of the kept rows ``d`` with their :func:`fold_groups` ``groups``
@@ -435,20 +459,8 @@ def _cv_residuals(fit, d: pd.DataFrame, groups: np.ndarray, *, scheme, k, seed, 
     from perfmodel.data.trace import validate_trace
 
     runs = None if run_column is None else run_labels(d, run_column)
-    kw = {"k": k, "seed": seed, "time_ordered": time_ordered, "block": block, "groups": groups,
-          "runs": runs}
-    note, splits = "", None
-    if scheme == "auto":
-        timed = is_time_ordered(d) if time_ordered is None else bool(time_ordered)
-        scheme = "blocked" if timed else "grouped"
-        try:
-            splits = make_folds(d, scheme, **kw)
-        except InputError as e:  # a few groups too large for contiguous folds
-            if scheme != "blocked":
-                raise
-            scheme, note = "grouped", f"blocked folds impossible ({e}); grouped folds used"
-    if splits is None:
-        splits = make_folds(d, scheme, **kw)
+    scheme, note, splits = resolved_folds(d, scheme, k=k, seed=seed, time_ordered=time_ordered,
+                                          block=block, groups=groups, runs=runs)
     # positions as int32 where they fit: the same rows, half the memory of k folds
     if len(d) < 2**31:
         splits = [(tr.astype(np.int32), te.astype(np.int32)) for tr, te in splits]
