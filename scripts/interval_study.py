@@ -4,7 +4,12 @@
 For each dataset of ``scripts/evaluate_all.py`` (the GPU trace, the vLLM-CPU
 mixed replicates per model size, the Splitwise (model, GPU, TP) groups
 pooled into one dataset; Sarathi and Vidur are not measured step times of
-one engine run and are left out) and each outer split of the fold engine
+one engine run and are left out), the vLLM-CPU confirmation model
+(``data/vllm-cpu-confirmation``, its mixed replicates as one data set
+``vllm-cpu-confirmation_<model>``: collected after the model of record was
+frozen and used by no interval design; left out of ``--siblings``), each GPU
+confirmation run (``data/gpu-confirmation*/run*/trace.csv``, data set
+``<folder>_<run>``, another model shape, collected after the freeze) and each outer split of the fold engine
 (:func:`perfmodel.stats.validation.make_folds`: 5 contiguous blocked folds
 with 25-step time blocks for the vLLM-CPU engine traces, 5 grouped folds
 otherwise), this script
@@ -109,6 +114,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 LEVELS = (0.8, 0.9, 0.95)
+#: data-set prefix of the confirmation model (collected after the model of record was frozen)
+CONFIRMATION = "vllm-cpu-confirmation"
 
 
 def log(msg: str) -> None:
@@ -127,6 +134,23 @@ def study_parts(only):
         if only and not any(name.startswith(o) for o in only):
             continue
         parts.setdefault(name, []).append((label, load))
+    confirm = ROOT / "data" / "vllm-cpu-confirmation"
+    if confirm.is_dir():  # the confirmation model: after the data sets above, so their
+        from evaluate_all import mixed_replicates  # rows keep their order
+
+        for mdir in sorted(d for d in confirm.iterdir() if d.is_dir()):
+            load = mixed_replicates(mdir)
+            name = f"{CONFIRMATION}_{mdir.name}"
+            if load is not None and (not only or any(name.startswith(o) for o in only)):
+                parts[name] = [(name, load)]
+    from perfmodel.data.trace import read_trace
+
+    # the GPU confirmation runs (another model shape, collected after the freeze, each on its
+    # own: data set gpu-confirmation[-<lease>]_<run>); one run each, so within-run only
+    for trace in sorted((ROOT / "data").glob("gpu-confirmation*/run*/trace.csv")):
+        name = f"{trace.parent.parent.name}_{trace.parent.name}"
+        if not only or any(name.startswith(o) for o in only):
+            parts[name] = [(name, lambda p=trace: read_trace(p))]
     for name, loads in parts.items():
         cpu = name.startswith("vllm-cpu")
         yield name, loads, ("blocked" if cpu else "grouped"), (True if cpu else None)
@@ -412,7 +436,8 @@ def main(argv=None) -> int:
             group_tables.append(group_coverage(groups).assign(dataset=name))
     if args.siblings:  # the vLLM-CPU model sizes as each other's siblings: a check of the
         cpu = [(name, loads[0]) for name, loads, _, _ in study_parts(args.only)
-               if name.startswith("vllm-cpu") and len(loads) == 1]
+               if name.startswith("vllm-cpu") and not name.startswith(CONFIRMATION)
+               and len(loads) == 1]
         if len(cpu) > 1:  # assumption where the relative errors differ
             for (label, variant), steps in with_siblings(
                     "vllm-cpu", [(n, ld[1]) for n, ld in cpu], "blocked", True,
