@@ -7,7 +7,7 @@ pooled into one dataset; Sarathi and Vidur are not measured step times of
 one engine run and are left out), the vLLM-CPU confirmation model
 (``data/vllm-cpu-confirmation``, its mixed replicates as one data set
 ``vllm-cpu-confirmation_<model>``: collected after the model of record was
-frozen and used by no interval design; left out of ``--siblings``), each GPU
+frozen; left out of ``--siblings``), each GPU
 confirmation run (``data/gpu-confirmation*/run*/trace.csv``, data set
 ``<folder>_<run>``, another model shape, collected after the freeze) and each outer split of the fold engine
 (:func:`perfmodel.stats.validation.make_folds`: 5 contiguous blocked folds
@@ -24,7 +24,8 @@ otherwise), this script
    interval at 0.8, 0.9 and 0.95 contain its measured time.
 
 It prints (and with ``--out`` writes) the coverage per dataset x regime x
-level with the count of held-out steps ``n``, the binomial standard
+level with the count of held-out steps ``n`` (``covered``: those inside the
+conformal interval, so the exact share is ``covered / n``), the binomial standard
 error of the conformal coverage, the median relative width
 ``(upper - lower) / predicted`` of each interval (an interval that covers by
 being wide shows here) and ``deff``, the design effect of the conformal
@@ -48,7 +49,8 @@ the run-level term (:mod:`perfmodel.stats.run_term`) whose sd is estimated
 from the folder's OTHER traces, the test trace and ``mixed-r1`` left out
 (:func:`perfmodel.stats.run_level.run_level_spread`, as ``perfmodel fit
 --run-traces`` does): columns ``run_sd``, ``run_n`` (runs it came from),
-``conformal_run`` and ``width_run``; ``deff`` and ``deff_run`` are the
+``conformal_run`` and ``width_run`` (``covered`` / ``covered_run``: the steps inside, for
+exact shares); ``deff`` and ``deff_run`` are the
 design effects of the two intervals' indicators within 25-step time blocks.  Regimes: ``all``; the phases of
 :func:`perfmodel.stats.validation.regime`; ``short`` / ``medium`` / ``long`` by the
 calibration's rule (predicted time in the bottom, middle or top third of the
@@ -270,7 +272,10 @@ def summarise(name: str, steps: pd.DataFrame) -> pd.DataFrame:
                          "within_3pt": within_tolerance(c["coverage"], c["level"], 0.03),
                          "deff": c["design_effect"].map(lambda v: round(float(v), 2)),
                          "fold_min": r3(pd.Series(span["min"].to_numpy())),
-                         "fold_max": r3(pd.Series(span["max"].to_numpy()))})
+                         "fold_max": r3(pd.Series(span["max"].to_numpy())),
+                         # the steps inside the conformal interval: the exact share for the
+                         # tolerance and the tests (the 3-decimal coverage can sit on an edge)
+                         "covered": (c["coverage"] * c["n"]).round().astype(int)})
 
 
 def transfer(cpu_root: Path, starts: int) -> pd.DataFrame:
@@ -325,7 +330,9 @@ def transfer(cpu_root: Path, starts: int) -> pd.DataFrame:
                              "conformal_run": round(float(rr["coverage"]), 3),
                              "width_run": round(float(rr["width"]), 3),
                              "deff": round(float(r.design_effect), 2),
-                             "deff_run": round(float(rr["design_effect"]), 2)})
+                             "deff_run": round(float(rr["design_effect"]), 2),
+                             "covered": round(float(r.coverage) * r.n),
+                             "covered_run": round(float(rr["coverage"]) * r.n)})
     return pd.DataFrame(rows)
 
 

@@ -21,7 +21,9 @@ def add_coverage_arguments(parser) -> None:
 
     parser.add_argument("trace", metavar="TRACE",
                         help="step trace with duration_ms (CSV, Parquet or JSON Lines)")
-    parser.add_argument("--levels", type=_levels, default=[0.8, 0.9, 0.95],
+    from perfmodel.stats.interval_heldout import DEFAULT_LEVELS
+
+    parser.add_argument("--levels", type=_levels, default=list(DEFAULT_LEVELS),
                         help="comma-separated interval levels, each in 0.50..0.99 by 0.01 "
                              "(default 0.8,0.9,0.95)")
     parser.add_argument("--model", default="auto", choices=["auto", *sorted(MODELS)],
@@ -33,7 +35,9 @@ def add_coverage_arguments(parser) -> None:
                              "configuration + identical-schedule groups otherwise")
     parser.add_argument("-k", "--folds", type=int, default=5, dest="k",
                         help="outer folds, and inner folds of each calibration (default 5)")
-    parser.add_argument("--starts", type=int, default=4, help="multi-start count per fit")
+    parser.add_argument("--starts", type=int, default=4,
+                        help="multi-start count of each outer fold's fit (default 4; the "
+                             "calibration's inner refits use at most 4, as perfmodel fit does)")
     parser.add_argument("--drop-invalid", action="store_true",
                         help="drop invalid rows (reported) instead of refusing the trace")
     from perfmodel.cli.common import add_random_state_argument
@@ -51,7 +55,7 @@ def coverage_command(args) -> tuple[str, dict]:
     from perfmodel.cli.common import check_output
     from perfmodel.data.trace import read_trace
     from perfmodel.errors import InputError
-    from perfmodel.stats.interval_coverage import TOLERANCE
+    from perfmodel.stats.interval_coverage import TOLERANCE, format_check
     from perfmodel.stats.interval_heldout import (
         check_levels,
         held_out_coverage,
@@ -75,17 +79,13 @@ def coverage_command(args) -> tuple[str, dict]:
     a = steps.attrs
     head = (f"{args.trace}: {len(steps)} held-out steps of {len(df)}, model {a['model']}, "
             f"{a['k']} outer folds ({a['scheme']}{'; ' + a['note'] if a['note'] else ''}), "
-            "each fitted and calibrated on its training side as perfmodel fit does\n"
+            f"each fitted ({args.starts} starts) and calibrated on its training side as "
+            "perfmodel fit does\n"
             f"within: |coverage - level| <= {TOLERANCE:g}; consistent: exact test at 0.05 with "
             "the design effect of configurations or time blocks; s.e.: of a calibrated "
             "interval's coverage on these steps\n"
             "not checked: a shift between runs, workloads or machines (one trace)")
-    lines = [(f"{'level':>5}  {'regime':<15}{'n':>7}{'coverage':>10}{'s.e.':>7}{'width':>7}  "
-              "within  consistent")]
-    for r in table.itertuples(index=False):
-        lines.append(f"{r.level:>5g}  {r.regime:<15}{r.n:>7d}{r.coverage:>10.3f}{r.se:>7.3f}"
-                     f"{r.width:>7.2f}  {'yes' if r.within_tolerance else 'no':<6}  "
-                     f"{'yes' if r.consistent else 'no'}")
+    lines = format_check(table)
     cells = table[table["regime"] != "all"]
     summary = (f"regime x level cells within {TOLERANCE:g}: {int(cells['within_tolerance'].sum())}"
                f" of {len(cells)}; consistent with the level: {int(cells['consistent'].sum())} "

@@ -358,17 +358,23 @@ def cmd_predict(args):
 def _interval_check(df, pred, iv, res, obj) -> str:
     """``predict --interval`` on a trace with measured ``duration_ms``: the interval's coverage
     per regime (:func:`perfmodel.stats.interval_coverage.interval_check`), stored under
-    ``interval.check`` and returned as text ("" when the trace has no measured times)."""
-    import pandas as pd
+    ``interval.check`` and returned as text ("" when the trace has no measured times).  A
+    check that cannot be made (e.g. a ``config`` column with gaps) is skipped with a note on
+    stderr: the predictions are the command's result."""
+    from perfmodel.stats.interval_coverage import (
+        TOLERANCE,
+        format_check,
+        interval_check,
+        measured,
+    )
 
-    if "duration_ms" not in df.columns:
+    if not measured(df).any():
         return ""
-    y = pd.to_numeric(df["duration_ms"], errors="coerce")
-    if not (y > 0).any():
+    try:
+        tab = interval_check(df, pred, iv)
+    except InputError as e:
+        print(f"perfmodel: note: no coverage check of the interval ({e})", file=sys.stderr)
         return ""
-    from perfmodel.stats.interval_coverage import TOLERANCE, interval_check
-
-    tab = interval_check(df, pred, iv)
     fitted = res.provenance.get("trace_sha256")
     fitted = {fitted} if isinstance(fitted, str) else set(fitted or [])
     own = df.attrs.get("sha256") in fitted
@@ -380,13 +386,7 @@ def _interval_check(df, pred, iv, res, obj) -> str:
                 " (held-out only if the fit never saw these steps)")
              + f"; within: |coverage - level| <= {TOLERANCE:g}; consistent: exact test at 0.05 "
                "with the design effect (steps of one configuration or time block share errors)"]
-    lines.append(f"{'regime':<15}{'n':>7}{'coverage':>10}{'s.e.':>7}{'width':>7}  within  "
-                 "consistent")
-    for r in tab.itertuples(index=False):
-        lines.append(f"{r.regime:<15}{r.n:>7d}{r.coverage:>10.3f}{r.se:>7.3f}{r.width:>7.2f}  "
-                     f"{'yes' if r.within_tolerance else 'no':<6}  "
-                     f"{'yes' if r.consistent else 'no'}")
-    return "\n".join(lines)
+    return "\n".join(lines + format_check(tab))
 
 
 def cmd_diagnose(args):

@@ -61,7 +61,8 @@ from perfmodel.stats.predictive import _level  # the one check of an interval le
 from perfmodel.stats.uncertainty.clustering import intraclass_correlation
 
 __all__ = ["calibrated_within_chance", "consistent_with_level", "coverage_by_regime",
-           "coverage_clusters", "interval_check", "regime_masks", "within_tolerance"]
+           "coverage_clusters", "format_check", "interval_check", "measured", "regime_masks",
+           "within_tolerance"]
 
 #: the tolerance of "within a few points of nominal" that ``interval_check`` reports
 TOLERANCE = 0.03
@@ -70,7 +71,9 @@ _EDGE = 1e-9  # a coverage exactly at the tolerance's edge counts as within
 
 
 def _labels(name: str, values, n: int) -> np.ndarray:
-    a = np.asarray(values, dtype=object)
+    a = np.asarray(values)
+    if a.dtype.kind not in "iu":  # integer codes stay integers (no object per step)
+        a = np.asarray(values, dtype=object)
     if a.shape != (n,):
         raise InputError(f"{name} must hold one label per step ({n}), got shape {a.shape}")
     return a
@@ -124,7 +127,8 @@ def regime_masks(phase, length=None, mu=None, long_ms: float | None = None,
     return masks
 
 
-def coverage_clusters(df: pd.DataFrame, block: int | None = None) -> np.ndarray:
+def coverage_clusters(df: pd.DataFrame, block: int | None = None,
+                      codes: bool = False) -> np.ndarray:
     """Cluster of each held-out step for the design effect of its coverage.
 
     Steps of one configuration (the ``config`` column: replicates of one
@@ -142,10 +146,13 @@ def coverage_clusters(df: pd.DataFrame, block: int | None = None) -> np.ndarray:
         The held-out steps.
     block : int, optional
         Steps per time block.
+    codes : bool, default False
+        Integer codes of the same clusters instead of labels (no string per
+        step: for large traces).
 
     Returns
     -------
-    numpy.ndarray of str, one label per row
+    numpy.ndarray of str (or of int with ``codes``), one label per row
 
     Verified in tests/stats/test_interval_coverage.py.
     """
@@ -157,8 +164,12 @@ def coverage_clusters(df: pd.DataFrame, block: int | None = None) -> np.ndarray:
         c = df["config"]
         if c.isna().any():
             raise InputError("column `config` has missing values")
+        if codes:
+            return pd.factorize(c.astype(str))[0]
         return ("config:" + c.astype(str)).to_numpy(dtype=object)
     b = time_blocks(df, DEFAULT_BLOCK if block is None else block)
+    if codes:
+        return np.asarray(b, dtype=np.int64)
     return np.array([f"block:{v}" for v in b], dtype=object)
 
 
@@ -437,7 +448,8 @@ def interval_check(df: pd.DataFrame, mu, interval, tolerance: float = TOLERANCE)
     ----------
     df : DataFrame
         The predicted steps, with ``duration_ms`` (ms).  Steps whose
-        ``duration_ms`` is missing or not positive are left out of the tally.
+        ``duration_ms`` is missing or not positive are left out of the tally
+        (:func:`measured`).
     mu : array_like of float
         The fit's predictions of ``df`` (ms).
     interval : :class:`perfmodel.stats.intervals.Interval`
@@ -469,27 +481,44 @@ def interval_check(df: pd.DataFrame, mu, interval, tolerance: float = TOLERANCE)
         raise InputError("checking an interval needs the measured step times: a trace with "
                          "duration_ms")
     tolerance = check_positive("tolerance", tolerance)
-    level = _level(getattr(interval, "level", None))
+    if not all(hasattr(interval, k) for k in ("level", "lower", "upper")):
+        raise InputError("interval must be an Interval (level, lower, upper), got "
+                         f"{type(interval).__name__}")
+    level = _level(interval.level)
     n = len(df)
     mu = check_vector("mu", mu, n=n, n_of="the trace's rows")
-    lo, hi = (np.asarray(getattr(interval, k), dtype=float) for k in ("lower", "upper"))
+    if np.any(mu <= 0):
+        raise InputError("mu must hold positive predicted step times (ms)")
+    try:
+        lo, hi = (np.asarray(getattr(interval, k), dtype=float) for k in ("lower", "upper"))
+    except (TypeError, ValueError):
+        raise InputError("the interval's bounds must be numbers") from None
     if lo.shape != (n,) or hi.shape != (n,):
         raise InputError(f"the interval must hold one bound per step ({n})")
-    y = pd.to_numeric(df["duration_ms"], errors="coerce").to_numpy(float)
-    ok = np.isfinite(y) & (y > 0)
+    if np.isnan(lo).any() or np.isnan(hi).any() or np.any(lo > hi):
+        raise InputError("the interval's bounds must not be NaN, and lower <= upper on every step")
+    ok = measured(df)
     if not ok.any():
         raise InputError("no step has a measured duration_ms > 0: nothing to check")
+    y = pd.to_numeric(df["duration_ms"], errors="coerce").to_numpy(float)
     reg = getattr(interval, "regime", None)
     if reg is not None:
-        pl = [str(v).split("|", 1) for v in np.asarray(reg, dtype=object)]
-        phase = np.array([a for a, _ in pl], dtype=object)
-        length = np.array([b for _, b in pl], dtype=object)
+        # one split per distinct label, not per step (a large trace has a few labels)
+        codes, labels = pd.factorize(pd.Series(np.asarray(reg, dtype=object)).astype(str))
+        if codes.shape != (n,):
+            raise InputError(f"the interval's regime must hold one label per step ({n})")
+        parts = [str(v).split("|") for v in labels]
+        if any(len(p) != 2 for p in parts):
+            raise InputError("the interval's regime labels must be 'phase|length', got "
+                             f"{[v for v, p in zip(labels, parts) if len(p) != 2][:3]}")
+        phase = np.array([p[0] for p in parts], dtype=object)[codes]
+        length = np.array([p[1] for p in parts], dtype=object)[codes]
     else:
         phase, length = regime(df).astype(str).to_numpy(dtype=object), None
     keep = np.flatnonzero(ok)
     masks = regime_masks(phase[keep], None if length is None else length[keep])
     table = coverage_by_regime(y[keep], mu[keep], {level: (lo[keep], hi[keep])}, masks,
-                               clusters=coverage_clusters(df.iloc[keep]))
+                               clusters=coverage_clusters(df.iloc[keep], codes=True))
     table = table.drop(columns="level")
     deff = table["design_effect"].to_numpy(float)
     cells = table["n"].to_numpy(float)
@@ -498,3 +527,28 @@ def interval_check(df: pd.DataFrame, mu, interval, tolerance: float = TOLERANCE)
     table["consistent"] = consistent_with_level(table["coverage"], table["n"], level,
                                                 design_effect=deff)
     return table
+
+
+def measured(df: pd.DataFrame) -> np.ndarray:
+    """Which steps of ``df`` carry a measured step time (finite ``duration_ms`` > 0): the one
+    rule of :func:`interval_check` and of ``perfmodel predict``'s check (all False without
+    the column)."""
+    if not isinstance(df, pd.DataFrame) or "duration_ms" not in df.columns:
+        return np.zeros(len(df) if hasattr(df, "__len__") else 0, dtype=bool)
+    y = pd.to_numeric(df["duration_ms"], errors="coerce").to_numpy(float)
+    return np.isfinite(y) & (y > 0)
+
+
+def format_check(table: pd.DataFrame) -> list[str]:
+    """Text lines of an :func:`interval_check` table (with a ``level`` column first when it
+    has one, as :func:`perfmodel.stats.interval_heldout.held_out_coverage` gives): the one
+    layout ``perfmodel predict`` and ``perfmodel coverage`` print."""
+    lv = "level" in table.columns
+    lines = [(f"{'level':>5}  " if lv else "")
+             + f"{'regime':<15}{'n':>7}{'coverage':>10}{'s.e.':>7}{'width':>7}  within  consistent"]
+    for r in table.itertuples(index=False):
+        lines.append((f"{r.level:>5g}  " if lv else "")
+                     + f"{r.regime:<15}{r.n:>7d}{r.coverage:>10.3f}{r.se:>7.3f}{r.width:>7.2f}  "
+                     + f"{'yes' if r.within_tolerance else 'no':<6}  "
+                     + ("yes" if r.consistent else "no"))
+    return lines

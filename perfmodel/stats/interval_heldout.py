@@ -53,21 +53,25 @@ DEFAULT_LEVELS = (0.8, 0.9, 0.95)
 
 
 def check_levels(levels) -> list[float]:
-    """Interval levels as floats, each one the calibration stores (0.50, 0.51, ..., 0.99),
-    none repeated; a single number is one level."""
-    if isinstance(levels, (int, float)):
+    """Interval levels, each one the calibration stores (0.50, 0.51, ..., 0.99), none
+    repeated; a single number is one level.  Returns the stored values (so 0.9000000001 is
+    0.9, and names the columns ``conformal_lo_0.9``)."""
+    if isinstance(levels, (int, float, np.floating, np.integer)) and not isinstance(levels, bool):
         levels = [levels]
+    if isinstance(levels, (str, bytes)) or not hasattr(levels, "__iter__"):
+        raise InputError(f"levels must be a number or a list of numbers, got {levels!r}")
     out = [_level(v) for v in levels]
     if not out:
         raise InputError("levels: give at least one level")
     cal = {"levels": list(LEVELS)}
-    bad = [v for v in out if stored_level_index(cal, v) is None]
+    idx = [stored_level_index(cal, v) for v in out]
+    bad = [v for v, i in zip(out, idx) if i is None]
     if bad:
         raise InputError(f"levels {bad} are not calibrated: the calibration stores "
                          f"{LEVELS[0]}..{LEVELS[-1]} in steps of 0.01")
-    if len(set(out)) != len(out):
+    if len(set(idx)) != len(idx):
         raise InputError(f"levels must not repeat, got {out}")
-    return out
+    return [LEVELS[i] for i in idx]
 
 
 def held_out_intervals(df: pd.DataFrame, *, levels=DEFAULT_LEVELS, model: str | None = None,
@@ -95,7 +99,8 @@ def held_out_intervals(df: pd.DataFrame, *, levels=DEFAULT_LEVELS, model: str | 
     time_ordered : bool, optional
         Passed to the fold engine (default: from the trace's columns).
     n_starts : int
-        Multi-start count of every fit, >= 1.
+        Multi-start count of each outer fold's fit, >= 1; the calibration's inner
+        refits use ``min(n_starts, 4)``, as ``perfmodel fit`` does.
     siblings : list or callable, optional
         :func:`perfmodel.stats.intervals.sibling_scores` records pooled into
         each outer fold's calibration, or a function of the fold's test steps
@@ -127,6 +132,8 @@ def held_out_intervals(df: pd.DataFrame, *, levels=DEFAULT_LEVELS, model: str | 
     levels = check_levels(levels)
     if scheme not in ("auto", "grouped", "blocked"):
         raise InputError(f"scheme must be 'auto', 'grouped' or 'blocked', got {scheme!r}")
+    if not isinstance(model_band, bool):
+        raise InputError(f"model_band must be True or False, got {model_band!r}")
     check_int_range("k", k, 2)
     check_int_range("n_starts", n_starts, 1)
     df = df.reset_index(drop=True)
@@ -137,11 +144,12 @@ def held_out_intervals(df: pd.DataFrame, *, levels=DEFAULT_LEVELS, model: str | 
     for i, (tr, te) in enumerate(splits):
         train = df.iloc[tr].reset_index(drop=True)
         test = df.iloc[te].reset_index(drop=True)
-        fit = fit_model(train, model, n_starts=n_starts)
+        fit = fit_model(train, model, n_starts=n_starts, seed=seed)
         # the inner folds as perfmodel fit makes them on this training side (``'auto'``
-        # resolves there, falling back to grouped folds where blocks are impossible)
+        # resolves there, falling back to grouped folds where blocks are impossible), and its
+        # refits' multi-start count (perfmodel fit: at most 4)
         cal = calibrate_intervals(fit, train, scheme=scheme, k=k, seed=seed,
-                                  time_ordered=time_ordered,
+                                  time_ordered=time_ordered, n_starts=min(n_starts, 4),
                                   siblings=siblings(test) if callable(siblings) else siblings)
         mu = fit.predict(test)
         phase, length = interval_regimes(test, mu, cal["regime_rule"]["length_thresholds_ms"])
@@ -173,7 +181,10 @@ def held_out_coverage(steps: pd.DataFrame, levels=None, tolerance: float = TOLER
         Default: the levels the steps were made with.
     tolerance : float
         Distance from the level counted as within (default 0.03).
-    method : ``'conformal'`` or ``'model'`` (needs ``model_band=True``)
+    method : ``'conformal'`` or ``'model'`` (needs ``model_band=True``); both are tallied
+        over the same regimes, the phases and each outer fold calibration's length thirds
+        (unlike :func:`~perfmodel.stats.interval_coverage.interval_check` of a model band
+        alone, which has no length thirds to use)
 
     Returns
     -------

@@ -330,19 +330,22 @@ def test_predict_interval_adds_bounds_and_names_its_method(fit_json, tmp_path, r
 def test_predict_interval_checks_coverage_where_the_trace_has_measured_times(fit_json,
                                                                             tmp_path, run):
     from perfmodel.core.results import FitResult
+    from perfmodel.core.synthetic import simulate_trace
     from perfmodel.data.trace import read_trace
     from perfmodel.stats.interval_coverage import interval_check
     from perfmodel.stats.intervals import prediction_interval
 
-    # the fit's own trace: the tally is stated as in-sample
+    # the fit's own trace: the tally is stated as in-sample, in words and in the JSON
     rc, stdout, err = run(["predict", fit_json, EXAMPLE, "-o", tmp_path / "own.csv",
-                           "--interval", "0.9"])
+                           "--interval", "0.9", "--json"])
     assert rc == 0, err
+    assert json.loads(stdout)["interval"]["check"]["in_sample"] is True
+    rc, stdout, err = run(["predict", fit_json, EXAMPLE, "-o", tmp_path / "own2.csv",
+                           "--interval", "0.9"])
     assert "coverage of the 0.9 interval" in stdout and "IN SAMPLE" in stdout
-    # other steps (every other row: another file, another hash): the tally of interval_check
-    src = pd.read_csv(EXAMPLE)
+    # steps the fit never saw (another simulated trace): the tally of interval_check
     other = tmp_path / "other.csv"
-    src.iloc[::2].to_csv(other, index=False)
+    simulate_trace("seed_id", n=400, noise="multiplicative", seed=11).to_csv(other, index=False)
     rc, stdout, err = run(["predict", fit_json, other, "-o", tmp_path / "o.csv", "--interval",
                            "0.9", "--json"])
     assert rc == 0, err
@@ -353,14 +356,45 @@ def test_predict_interval_checks_coverage_where_the_trace_has_measured_times(fit
     got = pd.DataFrame(check["regimes"])
     assert got["regime"].tolist() == want["regime"].tolist()
     assert np.allclose(got["coverage"], want["coverage"]) and got["n"].tolist() == want["n"].tolist()
-    assert got.loc[got["regime"] == "all", "n"].item() == len(df)
+    assert got.loc[got["regime"] == "all", "n"].item() == len(df) == 400
     # no measured times: predictions only, no tally
     bare = tmp_path / "bare.csv"
-    src.drop(columns="duration_ms").to_csv(bare, index=False)
+    pd.read_csv(EXAMPLE).drop(columns="duration_ms").to_csv(bare, index=False)
     rc, stdout, err = run(["predict", fit_json, bare, "-o", tmp_path / "b.csv", "--interval",
                            "0.9", "--json"])
     assert rc == 0, err
     assert "check" not in json.loads(stdout)["interval"]
+
+
+def test_predict_check_knows_each_run_of_a_multi_run_fit(tmp_path, run):
+    from perfmodel.core.synthetic import simulate_trace
+
+    runs = []
+    for i in (1, 2):
+        p = tmp_path / f"run{i}.csv"
+        simulate_trace("seed_id", n=300, noise="multiplicative", seed=20 + i).to_csv(p, index=False)
+        runs.append(p)
+    fit = tmp_path / "f.json"
+    assert run(["fit", *runs, "-o", fit, "--model", "seed_id", "--starts", "2"])[0] == 0
+    assert isinstance(json.loads(fit.read_text())["provenance"]["trace_sha256"], list)
+    rc, stdout, err = run(["predict", fit, runs[1], "-o", tmp_path / "p.csv", "--interval",
+                           "0.9", "--json"])
+    assert rc == 0, err
+    assert json.loads(stdout)["interval"]["check"]["in_sample"] is True
+
+
+def test_predict_writes_its_predictions_when_the_check_cannot_be_made(fit_json, tmp_path, run):
+    # a config column with gaps: no clusters for the design effect, so no check; the
+    # predictions are still the command's result
+    d = pd.read_csv(EXAMPLE)
+    d["config"] = ["c1", None] * (len(d) // 2)
+    src = tmp_path / "gaps.csv"
+    d.to_csv(src, index=False)
+    out = tmp_path / "p.csv"
+    rc, stdout, err = run(["predict", fit_json, src, "-o", out, "--interval", "0.9", "--json"])
+    assert rc == 0, err
+    assert "no coverage check of the interval" in err and "config" in err
+    assert "check" not in json.loads(stdout)["interval"] and len(pd.read_csv(out)) == len(d)
 
 
 def test_predict_interval_without_calibration_states_the_model_band(tmp_path, run):

@@ -43,7 +43,7 @@ def test_coverage_text_names_what_it_does_not_check(tmp_path, run):
 @pytest.mark.parametrize("extra, needle", [
     (["--levels", "0.905"], "not calibrated"),
     (["--levels", "0.9,abc"], "comma-separated"),
-    (["--levels", "1.2"], "level"),
+    (["--levels", "1.2"], "in (0, 1)"),
     (["-k", "1"], "folds"),
     (["--starts", "0"], "starts"),
     (["--cv", "random"], "invalid choice"),
@@ -52,6 +52,11 @@ def test_bad_options_exit_2_and_write_nothing(tmp_path, run, extra, needle):
     out = tmp_path / "c.csv"
     rc, _, err = run(["coverage", EXAMPLE, "-o", out, *extra])
     assert rc == 2 and needle in err and not out.exists()
+    assert "Traceback" not in err
+    # one line: argparse's own errors add its usage line before it
+    lines = [x for x in err.strip().splitlines() if not x.startswith("usage:") and x.strip()
+             and not x.startswith(" ")]
+    assert len(lines) == 1, err
 
 
 def test_a_trace_without_measured_times_is_refused(tmp_path, run):

@@ -276,3 +276,39 @@ def test_interval_check_bad_input_raises(df, match):
 
     with pytest.raises(InputError, match=match):
         interval_check(pd.DataFrame(df), MU, Interval(0.8, "model", LO8, HI8, "", {}))
+
+
+REG = np.array([f"{p}|{ln}" for p, ln in zip(PHASE, LENGTH)], dtype=object)
+
+
+@pytest.mark.parametrize("mu, iv, tol, match", [
+    (MU[:5], Interval(0.8, "conformal", LO8, HI8, "", {}, None, REG), 0.03, "mu"),
+    (-MU, Interval(0.8, "conformal", LO8, HI8, "", {}, None, REG), 0.03, "positive"),
+    (MU, Interval(0.8, "conformal", LO8[:5], HI8, "", {}, None, REG), 0.03, "one bound"),
+    (MU, Interval(0.8, "conformal", HI8, LO8, "", {}, None, REG), 0.03, "lower <= upper"),
+    (MU, Interval(0.8, "conformal", np.full(6, np.nan), HI8, "", {}, None, REG), 0.03, "NaN"),
+    (MU, Interval(0.8, "conformal", LO8, HI8, "", {}, None, REG[:5]), 0.03, "one label"),
+    (MU, Interval(0.8, "conformal", LO8, HI8, "", {}, None, np.array(["short"] * 6)), 0.03,
+     "phase|length"),
+    (MU, Interval(0.8, "conformal", LO8, HI8, "", {}, None, REG), -0.1, "tolerance"),
+    (MU, (LO8, HI8), 0.03, "Interval"),
+])
+def test_interval_check_refuses_what_does_not_fit_the_steps(mu, iv, tol, match):
+    import pandas as pd
+
+    from perfmodel.stats.interval_coverage import interval_check
+
+    df = pd.DataFrame({"duration_ms": Y, "config": list("abcdef")})
+    with pytest.raises(InputError, match=match):
+        interval_check(df, mu, iv, tol)
+
+
+def test_integer_cluster_codes_are_the_labels_clusters():
+    import pandas as pd
+
+    df = pd.DataFrame({"step": range(60), "batch_size": 1, "total_tokens": 1, "duration_ms": 1.0})
+    labels, codes = coverage_clusters(df), coverage_clusters(df, codes=True)
+    assert codes.dtype.kind == "i"
+    assert pd.factorize(labels)[0].tolist() == pd.factorize(codes)[0].tolist()
+    cfg = pd.DataFrame({"config": ["a", "b", "a"], "duration_ms": 1.0})
+    assert coverage_clusters(cfg, codes=True).tolist() == [0, 1, 0]

@@ -72,8 +72,13 @@ def test_the_tally_is_interval_check_on_the_same_steps(steps):
 
 
 def test_the_model_band_is_tallied_when_asked(steps):
-    tab = held_out_coverage(steps, method="model")
-    assert (tab["n"] > 0).all() and tab["coverage"].between(0, 1).all()
+    tab = held_out_coverage(steps, levels=[0.8], method="model")
+    y = steps["y"].to_numpy(float)
+    inside = (y >= steps["model_lo_0.8"]) & (y <= steps["model_hi_0.8"])
+    assert tab.set_index("regime").loc["all", "coverage"] == pytest.approx(inside.mean())
+    # and it is not the conformal interval's tally
+    conf = held_out_coverage(steps, levels=[0.8]).set_index("regime")["width"]
+    assert not np.allclose(tab.set_index("regime")["width"], conf)
 
 
 @pytest.mark.parametrize("call, match", [
@@ -86,6 +91,7 @@ def test_the_model_band_is_tallied_when_asked(steps):
     (lambda t: held_out_intervals(t, k=1), "k"),
     (lambda t: held_out_intervals(t, n_starts=0), "n_starts"),
     (lambda t: held_out_coverage(t), "held_out_intervals"),
+    (lambda t: held_out_intervals(t, model_band=1), "model_band"),
 ])
 def test_bad_input_is_refused(trace, call, match):
     with pytest.raises(InputError, match=match):
@@ -101,6 +107,17 @@ def test_a_level_without_bounds_or_a_band_not_made_is_refused(steps):
         held_out_coverage(no_band, method="model")
 
 
-def test_check_levels_takes_one_number_or_several():
+def test_check_levels_takes_one_number_or_several_and_returns_the_stored_levels():
     assert check_levels(0.9) == [0.9]
     assert check_levels([0.8, 0.95]) == [0.8, 0.95]
+    assert check_levels(np.float64(0.9)) == [0.9]
+    assert check_levels([0.9000000001]) == [0.9]
+
+
+@pytest.mark.parametrize("levels, match", [
+    (None, "number"), ("0.9", "number"), ([0.9, 0.9000000001], "repeat"), ([True], "level"),
+    (np.float32(0.9), "not calibrated"),  # 0.899999976: not a stored level, said clearly
+])
+def test_check_levels_refuses(levels, match):
+    with pytest.raises(InputError, match=match):
+        check_levels(levels)
