@@ -115,7 +115,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-LEVELS = (0.8, 0.9, 0.95)
+from perfmodel.stats.interval_coverage import TOLERANCE
+from perfmodel.stats.interval_heldout import DEFAULT_LEVELS as LEVELS
+
 #: data-set prefix of the confirmation model (collected after the model of record was frozen)
 CONFIRMATION = "vllm-cpu-confirmation"
 
@@ -269,7 +271,7 @@ def summarise(name: str, steps: pd.DataFrame) -> pd.DataFrame:
                          "n": m["n"], "model": r3(m["coverage"]), "conformal": r3(c["coverage"]),
                          "width_model": r3(m["width"]), "width_conformal": r3(c["width"]),
                          "se": r3(np.sqrt(m["level"] * (1 - m["level"]) / m["n"])),
-                         "within_3pt": within_tolerance(c["coverage"], c["level"], 0.03),
+                         "within_3pt": within_tolerance(c["coverage"], c["level"], TOLERANCE),
                          "deff": c["design_effect"].map(lambda v: round(float(v), 2)),
                          "fold_min": r3(pd.Series(span["min"].to_numpy())),
                          "fold_max": r3(pd.Series(span["max"].to_numpy())),
@@ -353,7 +355,7 @@ def _cover(dataset: str, calib: str, fit, test: pd.DataFrame, trace: str) -> lis
     return [{"dataset": dataset, "calibration": calib, "trace": trace, "regime": r.regime,
              "level": r.level, "n": r.n, "coverage": round(r.coverage, 3),
              "width": round(r.width, 3),
-             "within_3pt": bool(within_tolerance(r.coverage, r.level, 0.03)[0])}
+             "within_3pt": bool(within_tolerance(r.coverage, r.level, TOLERANCE)[0])}
             for r in cov.sort_values("level", kind="stable").itertuples()]
 
 
