@@ -21,7 +21,7 @@ def add_coverage_arguments(parser) -> None:
 
     parser.add_argument("trace", metavar="TRACE",
                         help="step trace with duration_ms (CSV, Parquet or JSON Lines)")
-    from perfmodel.stats.interval_heldout import DEFAULT_LEVELS
+    from perfmodel.stats.interval_heldout import DEFAULT_LEVELS, SCHEMES
 
     parser.add_argument("--levels", type=_levels, default=list(DEFAULT_LEVELS),
                         help="comma-separated interval levels, each in 0.50..0.99 by 0.01 "
@@ -29,10 +29,12 @@ def add_coverage_arguments(parser) -> None:
     parser.add_argument("--model", default="auto", choices=["auto", *sorted(MODELS)],
                         help="model fitted on each training side (default: auto, the model "
                              "of record for the trace's columns, as perfmodel fit)")
-    parser.add_argument("--cv", default="auto", choices=["auto", "grouped", "blocked"],
+    parser.add_argument("--cv", default="auto", choices=list(SCHEMES),
                         help="outer and inner folds: auto = contiguous time blocks for a "
                              "time-ordered trace (step or timestamp, no config column), "
-                             "configuration + identical-schedule groups otherwise")
+                             "configuration + identical-schedule groups otherwise; expanding = "
+                             "forward in time (train on earlier steps, cover a later window: "
+                             "shows a drift within the run; the first window is not tested)")
     parser.add_argument("-k", "--folds", type=int, default=5, dest="k",
                         help="outer folds, and inner folds of each calibration (default 5)")
     parser.add_argument("--starts", type=int, default=4,

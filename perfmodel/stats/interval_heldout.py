@@ -17,6 +17,11 @@ and its held-out steps are covered by
 and level (coverage, width, design effect, s.e., within the tolerance,
 consistent with the level) is :func:`perfmodel.stats.interval_coverage.interval_check`'s.
 
+With ``scheme='expanding'`` the outer folds are forward in time instead
+(train on the steps before a window, cover the window): a drift of the
+engine's speed within the run then shows, as it would for a user who fits
+today and predicts later steps.
+
 What it does not check: a shift between runs, workloads or machines (all
 folds come from one trace; README.md, Prediction intervals, "Across runs").
 
@@ -46,10 +51,16 @@ from perfmodel.stats.intervals import (
 )
 from perfmodel.stats.predictive import _level
 
-__all__ = ["DEFAULT_LEVELS", "check_levels", "held_out_coverage", "held_out_intervals"]
+__all__ = ["DEFAULT_LEVELS", "SCHEMES", "check_levels", "held_out_coverage",
+           "held_out_intervals"]
 
 #: the levels the paper's tables report
 DEFAULT_LEVELS = (0.8, 0.9, 0.95)
+#: outer folds: 'auto' / 'grouped' / 'blocked' (every step held out once, the calibration's
+#: inner folds of the same kind) or 'expanding' (forward: each test window after its training
+#: steps in time, make_folds' expanding windows; the first window is never tested; inner folds
+#: 'auto')
+SCHEMES = ("auto", "grouped", "blocked", "expanding")
 
 
 def check_levels(levels) -> list[float]:
@@ -90,8 +101,10 @@ def held_out_intervals(df: pd.DataFrame, *, levels=DEFAULT_LEVELS, model: str | 
     model : str, optional
         The model fitted on each training side; default the model of record
         for the trace's columns (:func:`perfmodel.core.model.default_for`).
-    scheme : ``'auto'``, ``'grouped'`` or ``'blocked'``
-        Outer and inner folds (module docstring).
+    scheme : ``'auto'``, ``'grouped'``, ``'blocked'`` or ``'expanding'``
+        Outer and inner folds (module docstring; :data:`SCHEMES`).  ``'expanding'``
+        asks whether the interval holds on LATER steps: each outer test window
+        follows its training steps in time (a drift within the run shows there).
     k : int
         Outer folds (and inner folds of each calibration), >= 2.
     seed : int
@@ -130,8 +143,8 @@ def held_out_intervals(df: pd.DataFrame, *, levels=DEFAULT_LEVELS, model: str | 
     if not isinstance(df, pd.DataFrame) or "duration_ms" not in df.columns:
         raise InputError("held-out coverage needs a step trace with duration_ms")
     levels = check_levels(levels)
-    if scheme not in ("auto", "grouped", "blocked"):
-        raise InputError(f"scheme must be 'auto', 'grouped' or 'blocked', got {scheme!r}")
+    if scheme not in SCHEMES:
+        raise InputError(f"scheme must be one of {', '.join(map(repr, SCHEMES))}, got {scheme!r}")
     if not isinstance(model_band, bool):
         raise InputError(f"model_band must be True or False, got {model_band!r}")
     check_int_range("k", k, 2)
@@ -148,7 +161,8 @@ def held_out_intervals(df: pd.DataFrame, *, levels=DEFAULT_LEVELS, model: str | 
         # the inner folds as perfmodel fit makes them on this training side (``'auto'``
         # resolves there, falling back to grouped folds where blocks are impossible), and its
         # refits' multi-start count (perfmodel fit: at most 4)
-        cal = calibrate_intervals(fit, train, scheme=scheme, k=k, seed=seed,
+        cal = calibrate_intervals(fit, train, scheme="auto" if scheme == "expanding" else scheme,
+                                  k=k, seed=seed,
                                   time_ordered=time_ordered, n_starts=min(n_starts, 4),
                                   siblings=siblings(test) if callable(siblings) else siblings)
         mu = fit.predict(test)

@@ -73,3 +73,11 @@ def test_an_existing_output_is_kept_without_force(tmp_path, run):
     out.write_text("keep\n")
     rc, _, err = run(["coverage", EXAMPLE, "-o", out, *QUICK])
     assert rc == 2 and "--force" in err and out.read_text() == "keep\n"
+
+
+def test_forward_folds_on_request(tmp_path, run):
+    rc, stdout, err = run(["coverage", EXAMPLE, "-o", tmp_path / "f.csv", "--levels", "0.9",
+                           "--cv", "expanding", *QUICK, "--json"])
+    assert rc == 0, err
+    obj = json.loads(stdout)
+    assert obj["scheme"] == "expanding" and 0 < obj["n_held_out"] < obj["n_steps"]

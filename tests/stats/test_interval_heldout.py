@@ -121,3 +121,24 @@ def test_check_levels_takes_one_number_or_several_and_returns_the_stored_levels(
 def test_check_levels_refuses(levels, match):
     with pytest.raises(InputError, match=match):
         check_levels(levels)
+
+
+def test_forward_folds_show_a_drift_that_the_exchangeable_folds_average_away(trace):
+    # known truth: the engine slows by 20 % over the run (log drift linear in time).  Folds
+    # that mix the run's times calibrate on the drift as noise and cover about the level;
+    # forward windows (train on earlier steps, cover later ones) are slower than everything the
+    # interval was calibrated on, and are under-covered
+    drifted = trace.assign(duration_ms=trace["duration_ms"]
+                           * np.exp(np.log(1.2) * np.arange(len(trace)) / len(trace)))
+    fwd = held_out_intervals(drifted, levels=[0.9], model="seed_id", scheme="expanding",
+                             n_starts=1)
+    mixed = held_out_intervals(drifted, levels=[0.9], model="seed_id", n_starts=1)
+    assert fwd.attrs["scheme"] == "expanding" and len(fwd) < len(drifted)
+    assert fwd["row"].min() >= len(drifted) // 6  # the first window only trains
+    cov_fwd = held_out_coverage(fwd).set_index("regime").loc["all", "coverage"]
+    cov_mixed = held_out_coverage(mixed).set_index("regime").loc["all", "coverage"]
+    assert cov_fwd < 0.8 < cov_mixed
+    # without the drift the forward windows are covered near the level
+    plain = held_out_intervals(trace, levels=[0.9], model="seed_id", scheme="expanding",
+                               n_starts=1)
+    assert abs(held_out_coverage(plain).set_index("regime").loc["all", "coverage"] - 0.9) < 0.04
