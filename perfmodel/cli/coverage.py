@@ -57,7 +57,12 @@ def coverage_command(args) -> tuple[str, dict]:
     from perfmodel.cli.common import check_output
     from perfmodel.data.trace import read_trace
     from perfmodel.errors import InputError
-    from perfmodel.stats.interval_coverage import TOLERANCE, format_check
+    from perfmodel.stats.interval_coverage import (
+        CHECK_LEGEND,
+        TOLERANCE,
+        check_summary,
+        format_check,
+    )
     from perfmodel.stats.interval_heldout import (
         check_levels,
         held_out_coverage,
@@ -83,15 +88,10 @@ def coverage_command(args) -> tuple[str, dict]:
             f"{a['k']} outer folds ({a['scheme']}{'; ' + a['note'] if a['note'] else ''}), "
             f"each fitted ({args.starts} starts) and calibrated on its training side as "
             "perfmodel fit does\n"
-            f"within: |coverage - level| <= {TOLERANCE:g}; consistent: exact test at 0.05 with "
-            "the design effect of configurations or time blocks; s.e.: of a calibrated "
-            "interval's coverage on these steps\n"
+            f"{CHECK_LEGEND.format(tol=TOLERANCE)}\n"
             "not checked: a shift between runs, workloads or machines (one trace)")
     lines = format_check(table)
-    cells = table[table["regime"] != "all"]
-    summary = (f"regime x level cells within {TOLERANCE:g}: {int(cells['within_tolerance'].sum())}"
-               f" of {len(cells)}; consistent with the level: {int(cells['consistent'].sum())} "
-               f"of {len(cells)}")
+    summary = check_summary(table, TOLERANCE)
     text = "\n".join([head, *lines, summary, f"wrote {out}"])
     obj = {"trace": str(args.trace), "output": str(out), "model": a["model"],
            "scheme": a["scheme"], "note": a["note"] or None, "k": a["k"], "levels": levels,

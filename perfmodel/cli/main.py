@@ -362,7 +362,9 @@ def _interval_check(df, pred, iv, res, obj) -> str:
     check that cannot be made (e.g. a ``config`` column with gaps) is skipped with a note on
     stderr: the predictions are the command's result."""
     from perfmodel.stats.interval_coverage import (
+        CHECK_LEGEND,
         TOLERANCE,
+        check_summary,
         format_check,
         interval_check,
         measured,
@@ -384,9 +386,8 @@ def _interval_check(df, pred, iv, res, obj) -> str:
     lines = [f"coverage of the {iv.level:g} interval on the measured steps"
              + (" (IN SAMPLE: this is the fit's own trace, not held-out steps)" if own else
                 " (held-out only if the fit never saw these steps)")
-             + f"; within: |coverage - level| <= {TOLERANCE:g}; consistent: exact test at 0.05 "
-               "with the design effect (steps of one configuration or time block share errors)"]
-    return "\n".join(lines + format_check(tab))
+             + f"; {CHECK_LEGEND.format(tol=TOLERANCE)}"]
+    return "\n".join(lines + format_check(tab) + [check_summary(tab, TOLERANCE)])
 
 
 def cmd_diagnose(args):

@@ -60,12 +60,18 @@ from perfmodel.errors import InputError
 from perfmodel.stats.predictive import _level  # the one check of an interval level
 from perfmodel.stats.uncertainty.clustering import intraclass_correlation
 
-__all__ = ["calibrated_within_chance", "consistent_with_level", "coverage_by_regime",
-           "coverage_clusters", "format_check", "interval_check", "measured", "regime_masks",
-           "within_tolerance"]
+__all__ = ["CHECK_LEGEND", "calibrated_within_chance", "check_summary", "consistent_with_level",
+           "coverage_by_regime", "coverage_clusters", "format_check", "interval_check",
+           "measured", "regime_masks", "within_tolerance"]
 
 #: the tolerance of "within a few points of nominal" that ``interval_check`` reports
 TOLERANCE = 0.03
+#: what the columns of :func:`format_check` mean (printed once above the table by
+#: ``perfmodel predict --interval`` and ``perfmodel coverage``)
+CHECK_LEGEND = ("within: |coverage - level| <= {tol:g}; consistent: exact test at 0.05 with the "
+                "design effect (steps of one configuration or time block share errors); s.e.: "
+                "of a calibrated interval's coverage on these steps; p(within): the chance that "
+                "a calibrated interval lands within {tol:g} on these steps (sampling alone)")
 
 _EDGE = 1e-9  # a coverage exactly at the tolerance's edge counts as within
 
@@ -463,8 +469,11 @@ def interval_check(df: pd.DataFrame, mu, interval, tolerance: float = TOLERANCE)
         One row per non-empty regime: ``regime``, ``n``, ``coverage``,
         ``width`` (median ``(upper - lower) / mu``), ``design_effect``,
         ``se`` (the s.e. of a calibrated interval's coverage on these
-        steps: ``sqrt(level (1 - level) deff / n)``), ``within_tolerance`` and
-        ``consistent`` (the cluster-aware exact test at 0.05).
+        steps: ``sqrt(level (1 - level) deff / n)``), ``p_within`` (the chance
+        that a calibrated interval's coverage on these steps lands within
+        ``tolerance``: :func:`calibrated_within_chance` with the design
+        effect), ``within_tolerance`` and ``consistent`` (the cluster-aware
+        exact test at 0.05).
 
     Raises
     ------
@@ -523,6 +532,8 @@ def interval_check(df: pd.DataFrame, mu, interval, tolerance: float = TOLERANCE)
     deff = table["design_effect"].to_numpy(float)
     cells = table["n"].to_numpy(float)
     table["se"] = np.sqrt(level * (1 - level) * deff / cells)
+    table["p_within"] = calibrated_within_chance(table["n"].to_numpy(), level, tolerance,
+                                                 design_effect=deff)
     table["within_tolerance"] = within_tolerance(table["coverage"], level, tolerance)
     table["consistent"] = consistent_with_level(table["coverage"], table["n"], level,
                                                 design_effect=deff)
@@ -542,13 +553,45 @@ def measured(df: pd.DataFrame) -> np.ndarray:
 def format_check(table: pd.DataFrame) -> list[str]:
     """Text lines of an :func:`interval_check` table (with a ``level`` column first when it
     has one, as :func:`perfmodel.stats.interval_heldout.held_out_coverage` gives): the one
-    layout ``perfmodel predict`` and ``perfmodel coverage`` print."""
+    layout ``perfmodel predict`` and ``perfmodel coverage`` print (legend: :data:`CHECK_LEGEND`)."""
     lv = "level" in table.columns
     lines = [(f"{'level':>5}  " if lv else "")
-             + f"{'regime':<15}{'n':>7}{'coverage':>10}{'s.e.':>7}{'width':>7}  within  consistent"]
+             + f"{'regime':<15}{'n':>7}{'coverage':>10}{'s.e.':>7}{'width':>7}  within  "
+             + "consistent  p(within)"]
     for r in table.itertuples(index=False):
         lines.append((f"{r.level:>5g}  " if lv else "")
                      + f"{r.regime:<15}{r.n:>7d}{r.coverage:>10.3f}{r.se:>7.3f}{r.width:>7.2f}  "
                      + f"{'yes' if r.within_tolerance else 'no':<6}  "
-                     + ("yes" if r.consistent else "no"))
+                     + f"{'yes' if r.consistent else 'no':<10}  {r.p_within:>9.2f}")
     return lines
+
+
+def check_summary(table: pd.DataFrame, tolerance: float = TOLERANCE) -> str:
+    """One line on an :func:`interval_check` table's regime cells (every row but ``all``).
+
+    Problem: "12 of 18 cells within 3 points" reads as a failure or a success
+    only next to the count a calibrated interval would reach on cells of
+    those sizes and clustering (the sum of ``p_within``, module docstring,
+    Sampling reference), and next to the count the exact test finds
+    consistent with the level.
+
+    Parameters
+    ----------
+    table : DataFrame from :func:`interval_check` or
+        :func:`perfmodel.stats.interval_heldout.held_out_coverage`
+    tolerance : the tolerance the table was made with
+
+    Returns
+    -------
+    str, e.g. ``"regime x level cells within 0.03: 12 of 18 (a calibrated interval: about
+    13 expected, sampling alone); consistent with the level: 17 of 18"``
+    """
+    need = {"regime", "within_tolerance", "consistent", "p_within"}
+    if not isinstance(table, pd.DataFrame) or not need <= set(table.columns):
+        raise InputError(f"check_summary needs an interval_check table (columns {sorted(need)})")
+    cells = table[table["regime"] != "all"]
+    m = len(cells)
+    return (f"regime x level cells within {tolerance:g}: {int(cells['within_tolerance'].sum())} "
+            f"of {m} (a calibrated interval: about {float(cells['p_within'].sum()):.0f} "
+            f"expected, sampling alone); consistent with the level: "
+            f"{int(cells['consistent'].sum())} of {m}")

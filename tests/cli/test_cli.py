@@ -343,6 +343,7 @@ def test_predict_interval_checks_coverage_where_the_trace_has_measured_times(fit
     rc, stdout, err = run(["predict", fit_json, EXAMPLE, "-o", tmp_path / "own2.csv",
                            "--interval", "0.9"])
     assert "coverage of the 0.9 interval" in stdout and "IN SAMPLE" in stdout
+    assert "regime x level cells within 0.03:" in stdout and "p(within)" in stdout
     # steps the fit never saw (another simulated trace): the tally of interval_check
     other = tmp_path / "other.csv"
     simulate_trace("seed_id", n=400, noise="multiplicative", seed=11).to_csv(other, index=False)
@@ -356,6 +357,7 @@ def test_predict_interval_checks_coverage_where_the_trace_has_measured_times(fit
     got = pd.DataFrame(check["regimes"])
     assert got["regime"].tolist() == want["regime"].tolist()
     assert np.allclose(got["coverage"], want["coverage"]) and got["n"].tolist() == want["n"].tolist()
+    assert np.allclose(got["p_within"], want["p_within"])
     assert got.loc[got["regime"] == "all", "n"].item() == len(df) == 400
     # no measured times: predictions only, no tally
     bare = tmp_path / "bare.csv"

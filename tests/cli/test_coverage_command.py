@@ -38,6 +38,8 @@ def test_coverage_text_names_what_it_does_not_check(tmp_path, run):
     assert rc == 0, err
     assert "not checked: a shift between runs" in stdout
     assert "regime x level cells within 0.03:" in stdout and "wrote" in stdout
+    # the count is set against what a calibrated interval would reach on these cells
+    assert "(a calibrated interval: about" in stdout and "p(within)" in stdout
 
 
 @pytest.mark.parametrize("extra, needle", [

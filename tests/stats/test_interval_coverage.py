@@ -211,6 +211,40 @@ def test_interval_check_hand_counted():
     assert not tab.loc["all", "within_tolerance"] and tab.loc["all", "consistent"]
     assert tab.loc["medium", "coverage"] == 0.0 and not tab.loc["medium", "within_tolerance"]
     assert tab.loc["long", "width"] == pytest.approx(0.5)
+    # p_within: no count of 6 steps is within 0.03 of 0.8 (4/6 = 0.667, 5/6 = 0.833), so even
+    # a calibrated interval cannot pass on these six; of 20 steps 16 (0.8) is the only count
+    assert tab.loc["all", "p_within"] == 0.0
+    from scipy import stats
+
+    from perfmodel.stats.interval_coverage import calibrated_within_chance
+    assert calibrated_within_chance(20, 0.8, 0.03)[0] == pytest.approx(stats.binom.pmf(16, 20, 0.8))
+
+
+def test_p_within_is_the_sampling_reference_with_the_cells_design_effect():
+    from perfmodel.stats.interval_coverage import calibrated_within_chance
+
+    reg = np.array([f"{p}|{ln}" for p, ln in zip(PHASE, LENGTH)], dtype=object)
+    tab = _checked(0.8, LO8, HI8, reg)
+    want = calibrated_within_chance(tab["n"].to_numpy(), 0.8, 0.03,
+                                    design_effect=tab["design_effect"].to_numpy())
+    assert np.allclose(tab["p_within"], want)
+
+
+def test_check_summary_counts_cells_and_sets_them_against_a_calibrated_interval():
+    import pandas as pd
+
+    from perfmodel.stats.interval_coverage import check_summary
+
+    tab = pd.DataFrame({"regime": ["all", "decode-only", "mixed", "short"],
+                        "within_tolerance": [False, True, False, True],
+                        "consistent": [False, True, True, True],
+                        "p_within": [0.99, 0.6, 0.7, 0.9]})
+    line = check_summary(tab)
+    # 'all' is not a regime cell; 0.6 + 0.7 + 0.9 = 2.2 -> about 2
+    assert line == ("regime x level cells within 0.03: 2 of 3 (a calibrated interval: about 2 "
+                    "expected, sampling alone); consistent with the level: 3 of 3")
+    with pytest.raises(InputError, match="interval_check table"):
+        check_summary(tab.drop(columns="p_within"))
 
 
 def test_interval_check_leaves_out_steps_without_a_measured_time():
