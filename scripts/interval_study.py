@@ -86,8 +86,28 @@ covers ``run2``: within-run, and across the ``replicate`` column of run1
 in ``--transfer``, plus the calibration's length thirds; ``width`` is the
 median of ``(upper - lower) / predicted``.
 
+``--forward`` asks "fit today, predict later steps" of every single engine run
+with time order (the H200 trace ``data/gpu``, each GPU confirmation run, each
+vLLM-CPU ``mixed-r*`` replicate of ``--cpu-root`` and of
+``data/vllm-cpu-confirmation``): the outer folds are the fold engine's
+expanding windows (train on the steps before a window, cover the window;
+``perfmodel coverage --cv expanding``,
+:func:`perfmodel.stats.interval_heldout.held_out_intervals` and
+:func:`~perfmodel.stats.interval_heldout.held_out_coverage`, the package's
+tally).  A vLLM-CPU run is covered twice: all steps, and its quiet steps only
+(the contended ones of the collector's rule,
+:func:`perfmodel.data.collect.machine_state.flag_contended` with the run's
+threads and cores from its metadata, dropped before the folds are made),
+which separates the host's contention from the engine's drift.  Columns:
+``dataset``, ``steps`` (``all`` / ``quiet``), ``n_trace`` (steps of the trace
+covered), then those of ``held_out_coverage`` (``covered``: the steps inside);
+``-forward-windows`` beside it has, per run and test window, the steps its fit
+saw (``n_train``), the steps covered (``n``) and those inside the interval at
+each level (``covered_<level>``): whether a window's coverage depends on how
+much of the run its fit saw.
+
 With ``--out FILE`` each table is written atomically (``FILE``, and with the
-stem suffixed ``-transfer`` / ``-across-runs``), and ``<stem>-settings.json``
+stem suffixed ``-transfer`` / ``-across-runs`` / ``-forward``), and ``<stem>-settings.json``
 beside it records the settings, the start time, the wall time and the 1-minute
 load average at the start and the end (the stored results the paper reads:
 ``paper/results/interval_coverage*``).
@@ -98,6 +118,7 @@ Usage::
     nice python scripts/interval_study.py --only none --transfer [--cpu-root DIR]
     nice -n 10 python scripts/interval_study.py --transfer --siblings --out paper/results/interval_coverage.csv
     nice python scripts/interval_study.py --only none --across-runs [--gpu-root DIR]
+    nice python scripts/interval_study.py --only none --forward --out paper/results/interval_coverage_time.csv
 """
 from __future__ import annotations
 
@@ -280,6 +301,78 @@ def summarise(name: str, steps: pd.DataFrame) -> pd.DataFrame:
                          "covered": (c["coverage"] * c["n"]).round().astype(int)})
 
 
+def forward_traces(cpu_root: Path):
+    """(data set, trace path) of every single engine run the forward study covers, in a fixed
+    order: the H200 trace, the GPU confirmation runs, the vLLM-CPU mixed replicates of
+    ``cpu_root`` and of the confirmation folder."""
+    gpu = ROOT / "data" / "gpu" / "trace.csv"
+    if gpu.exists():
+        yield "gpu", gpu
+    for trace in sorted((ROOT / "data").glob("gpu-confirmation*/run*/trace.csv")):
+        yield f"{trace.parent.parent.name}_{trace.parent.name}", trace
+    for root, prefix in ((cpu_root, "vllm-cpu"), (ROOT / "data" / CONFIRMATION, CONFIRMATION)):
+        if root.is_dir():
+            for trace in sorted(root.glob("*/mixed-r*.csv")):
+                yield f"{prefix}_{trace.parent.name}_{trace.stem}", trace
+
+
+def quiet_steps(df: pd.DataFrame, trace: Path):
+    """The steps of a vLLM-CPU run that the collector's rule does not flag as contended, or
+    None when the trace has no machine state or no metadata (threads, cores) to apply it."""
+    import json
+
+    from perfmodel.data.collect.machine_state import flag_contended
+
+    meta = trace.with_suffix(".meta.json")
+    if "cpu_ms" not in df.columns or not meta.exists():
+        return None
+    threads = json.loads(meta.read_text()).get("threads") or {}
+    if not threads.get("torch_num_threads") or not threads.get("cpu_count"):
+        return None
+    busy = flag_contended(df, threads=threads["torch_num_threads"],
+                          cores=int(threads["cpu_count"]))["contended"].to_numpy(bool)
+    return df[~busy].reset_index(drop=True)
+
+
+def forward(cpu_root: Path, starts: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Forward-in-time coverage of every single run (module docstring, ``--forward``): the
+    per-regime table, and per test window the steps its fit saw (``n_train``), the steps it
+    covers and those inside the interval at each level (``covered_<level>``)."""
+    from perfmodel.data.trace import read_trace
+    from perfmodel.stats.interval_heldout import held_out_coverage, held_out_intervals
+
+    out, windows = [], []
+    for name, trace in forward_traces(cpu_root):
+        df = read_trace(trace).reset_index(drop=True)
+        variants = [("all", df)]
+        if name.startswith("vllm-cpu") and (quiet := quiet_steps(df, trace)) is not None:
+            variants.append(("quiet", quiet))
+        for variant, d in variants:
+            log(f"forward: {name} ({variant} steps: {len(d)})")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                steps = held_out_intervals(d, levels=LEVELS, scheme="expanding", k=5, seed=0,
+                                           n_starts=starts)
+            y = steps["y"].to_numpy(float)
+            inside = {f"covered_{lv}": (y >= steps[f"conformal_lo_{lv}"].to_numpy(float))
+                      & (y <= steps[f"conformal_hi_{lv}"].to_numpy(float)) for lv in LEVELS}
+            per = pd.DataFrame({"fold": steps["fold"], "n_train": steps["n_train"], **inside})
+            win = per.groupby(["fold", "n_train"]).agg(
+                n=("fold", "size"), **{k: (k, "sum") for k in inside}).reset_index()
+            windows.append(win.assign(dataset=name, steps=variant))
+            tab = held_out_coverage(steps, tolerance=TOLERANCE)
+            tab.insert(0, "n_trace", len(d))
+            tab.insert(0, "steps", variant)
+            tab.insert(0, "dataset", name)
+            tab["covered"] = (tab["coverage"] * tab["n"]).round().astype(int)
+            for col in ("coverage", "width", "design_effect", "se", "p_within"):
+                tab[col] = tab[col].map(lambda v: float(f"{v:.6g}"))
+            out.append(tab)
+    win = pd.concat(windows, ignore_index=True)
+    win = win[["dataset", "steps"] + [c for c in win.columns if c not in ("dataset", "steps")]]
+    return pd.concat(out, ignore_index=True), win
+
+
 def transfer(cpu_root: Path, starts: int) -> pd.DataFrame:
     """Fit and calibrate on ``mixed-r1.csv`` of each model folder; cover its other traces,
     without and with the run-level term (module docstring, ``--transfer``)."""
@@ -421,6 +514,9 @@ def main(argv=None) -> int:
                     help="also cover each part of a data set of several parts (the Splitwise "
                          "groups) with the other parts' held-out scores pooled into its "
                          "calibration (data set '<name>-siblings')")
+    ap.add_argument("--forward", action="store_true",
+                    help="cover later steps of every single run from a fit on the earlier "
+                         "ones (expanding windows; vLLM-CPU runs also without contended steps)")
     ap.add_argument("--gpu-root", default=None,
                     help="with --across-runs: a folder with run1/trace.csv and run2/trace.csv")
     args = ap.parse_args(argv)
@@ -473,6 +569,10 @@ def main(argv=None) -> int:
     if args.across_runs:
         emit(across_runs(Path(args.cpu_root), Path(args.gpu_root) if args.gpu_root else None,
                          args.starts), "-across-runs")
+    if args.forward:
+        table, windows = forward(Path(args.cpu_root), args.starts)
+        emit(table, "-forward")
+        emit(windows, "-forward-windows")
     if args.out:
         write_settings(Path(args.out), args, started)
     return 0
@@ -487,6 +587,7 @@ def write_settings(out: Path, args, started) -> None:
     utc, t0, load0 = started
     record = {"levels": list(LEVELS), "k": 5, "fold_seed": 0, "n_starts": args.starts,
               "only": args.only, "transfer": args.transfer, "across_runs": args.across_runs,
+              "forward": args.forward,
               "siblings": args.siblings,
               "cpu_root": os.path.relpath(args.cpu_root, ROOT), "gpu_root": args.gpu_root,
               "started_utc": utc, "wall_seconds": round(time.perf_counter() - t0, 1),

@@ -124,7 +124,8 @@ def held_out_intervals(df: pd.DataFrame, *, levels=DEFAULT_LEVELS, model: str | 
     Returns
     -------
     pandas.DataFrame
-        One row per held-out step: ``fold``, ``row`` (position in ``df``),
+        One row per held-out step: ``fold``, ``n_train`` (the steps its fold was
+        fitted and calibrated on), ``row`` (position in ``df``),
         ``phase``, ``length`` (the fold calibration's regimes), ``mu``
         (prediction, ms), ``y`` (measured, ms), ``cluster`` (configuration or
         time block, per fold), ``conformal_lo_{level}`` and
@@ -167,7 +168,8 @@ def held_out_intervals(df: pd.DataFrame, *, levels=DEFAULT_LEVELS, model: str | 
                                   siblings=siblings(test) if callable(siblings) else siblings)
         mu = fit.predict(test)
         phase, length = interval_regimes(test, mu, cal["regime_rule"]["length_thresholds_ms"])
-        out = pd.DataFrame({"fold": i, "row": np.asarray(te, dtype=np.int64), "phase": phase,
+        out = pd.DataFrame({"fold": i, "n_train": len(tr), "row": np.asarray(te, dtype=np.int64),
+                            "phase": phase,
                             "length": length, "mu": mu,
                             "y": test["duration_ms"].to_numpy(float),
                             "cluster": [f"fold{i}:{c}" for c in coverage_clusters(test)]})
