@@ -26,7 +26,9 @@ otherwise), this script
 It prints (and with ``--out`` writes) the coverage per dataset x regime x
 level with the count of held-out steps ``n`` (``covered``: those inside the
 conformal interval, so the exact share is ``covered / n``), the binomial standard
-error of the conformal coverage, the median relative width
+error of the conformal coverage (``se_binomial``: steps taken as independent, unlike the
+``se`` of :func:`perfmodel.stats.interval_coverage.interval_check`, which carries the
+design effect), the median relative width
 ``(upper - lower) / predicted`` of each interval (an interval that covers by
 being wide shows here) and ``deff``, the design effect of the conformal
 interval's inside/outside indicators within the held-out steps' clusters
@@ -147,6 +149,17 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+def wanted(name: str, only) -> bool:
+    """Whether ``--only`` keeps data set ``name`` (a prefix of it given; no ``--only``: all)."""
+    return not only or any(name.startswith(o) for o in only)
+
+
+def gpu_confirmation_traces():
+    """(data set ``<folder>_<run>``, trace path) of each GPU confirmation run, in order."""
+    for trace in sorted((ROOT / "data").glob("gpu-confirmation*/run*/trace.csv")):
+        yield f"{trace.parent.parent.name}_{trace.parent.name}", trace
+
+
 def study_parts(only):
     """(dataset, [(part label, loader)], scheme, time_ordered)."""
     from evaluate_all import datasets
@@ -156,7 +169,7 @@ def study_parts(only):
         if label in ("sarathi", "vidur"):
             continue
         name = "splitwise" if label.startswith("splitwise") else label
-        if only and not any(name.startswith(o) for o in only):
+        if not wanted(name, only):
             continue
         parts.setdefault(name, []).append((label, load))
     confirm = ROOT / "data" / "vllm-cpu-confirmation"
@@ -166,15 +179,14 @@ def study_parts(only):
         for mdir in sorted(d for d in confirm.iterdir() if d.is_dir()):
             load = mixed_replicates(mdir)
             name = f"{CONFIRMATION}_{mdir.name}"
-            if load is not None and (not only or any(name.startswith(o) for o in only)):
+            if load is not None and wanted(name, only):
                 parts[name] = [(name, load)]
     from perfmodel.data.trace import read_trace
 
     # the GPU confirmation runs (another model shape, collected after the freeze, each on its
     # own: data set gpu-confirmation[-<lease>]_<run>); one run each, so within-run only
-    for trace in sorted((ROOT / "data").glob("gpu-confirmation*/run*/trace.csv")):
-        name = f"{trace.parent.parent.name}_{trace.parent.name}"
-        if not only or any(name.startswith(o) for o in only):
+    for name, trace in gpu_confirmation_traces():
+        if wanted(name, only):
             parts[name] = [(name, lambda p=trace: read_trace(p))]
     for name, loads in parts.items():
         cpu = name.startswith("vllm-cpu")
@@ -291,7 +303,7 @@ def summarise(name: str, steps: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"dataset": name, "regime": m["regime"], "level": m["level"],
                          "n": m["n"], "model": r3(m["coverage"]), "conformal": r3(c["coverage"]),
                          "width_model": r3(m["width"]), "width_conformal": r3(c["width"]),
-                         "se": r3(np.sqrt(m["level"] * (1 - m["level"]) / m["n"])),
+                         "se_binomial": r3(np.sqrt(m["level"] * (1 - m["level"]) / m["n"])),
                          "within_3pt": within_tolerance(c["coverage"], c["level"], TOLERANCE),
                          "deff": c["design_effect"].map(lambda v: round(float(v), 2)),
                          "fold_min": r3(pd.Series(span["min"].to_numpy())),
@@ -308,8 +320,7 @@ def forward_traces(cpu_root: Path):
     gpu = ROOT / "data" / "gpu" / "trace.csv"
     if gpu.exists():
         yield "gpu", gpu
-    for trace in sorted((ROOT / "data").glob("gpu-confirmation*/run*/trace.csv")):
-        yield f"{trace.parent.parent.name}_{trace.parent.name}", trace
+    yield from gpu_confirmation_traces()
     for root, prefix in ((cpu_root, "vllm-cpu"), (ROOT / "data" / CONFIRMATION, CONFIRMATION)):
         if root.is_dir():
             for trace in sorted(root.glob("*/mixed-r*.csv")):
