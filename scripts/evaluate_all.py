@@ -112,12 +112,18 @@ def datasets() -> list[tuple[str, callable]]:
     return out
 
 
+def replicate_files(mdir: Path) -> list[Path]:
+    """The same-seed mixed replicates of one vLLM-CPU model folder, in order: ``mixed-r<N>.csv``
+    (a digit after ``-r``, so no ``.calib-pre`` or other derived file)."""
+    return sorted(p for p in Path(mdir).glob("mixed-r[0-9]*.csv") if p.stem[len("mixed-r"):].isdigit())
+
+
 def mixed_replicates(mdir: Path):
-    """Loader of one vLLM-CPU model's same-seed mixed replicates (``mixed-r*.csv``, >= 2) as
-    one trace with ``replicate`` naming the run, or None when the folder has fewer."""
+    """Loader of one vLLM-CPU model's same-seed mixed replicates (:func:`replicate_files`, >= 2)
+    as one trace with ``replicate`` naming the run, or None when the folder has fewer."""
     from perfmodel.data.trace import read_trace
 
-    reps = sorted(Path(mdir).glob("mixed-r*.csv"))
+    reps = replicate_files(mdir)
     if len(reps) < 2:
         return None
 

@@ -104,9 +104,13 @@ which separates the host's contention from the engine's drift.  Columns:
 ``dataset``, ``steps`` (``all`` / ``quiet``), ``n_trace`` (steps of the trace
 covered), then those of ``held_out_coverage`` (``covered``: the steps inside);
 ``-forward-windows`` beside it has, per run and test window, the steps its fit
-saw (``n_train``), the steps covered (``n``) and those inside the interval at
-each level (``covered_<level>``): whether a window's coverage depends on how
-much of the run its fit saw.
+saw (``n_train``: the steps before the window, less those sharing a
+configuration or schedule group with it, which the fold engine drops), the
+window's first step (``first_row``, position in the run covered), the steps
+covered (``n``) and those inside the interval at each level
+(``covered_<level>``): whether a window's coverage depends on how much of the
+run its fit saw.  ``--only`` does not apply to ``--forward`` (which covers every
+single run: ``--only none --forward`` runs the forward study alone).
 
 With ``--out FILE`` each table is written atomically (``FILE``, and with the
 stem suffixed ``-transfer`` / ``-across-runs`` / ``-forward``), and ``<stem>-settings.json``
@@ -321,27 +325,27 @@ def forward_traces(cpu_root: Path):
     if gpu.exists():
         yield "gpu", gpu
     yield from gpu_confirmation_traces()
+    from evaluate_all import replicate_files
+
     for root, prefix in ((cpu_root, "vllm-cpu"), (ROOT / "data" / CONFIRMATION, CONFIRMATION)):
         if root.is_dir():
-            for trace in sorted(root.glob("*/mixed-r*.csv")):
-                yield f"{prefix}_{trace.parent.name}_{trace.stem}", trace
+            for mdir in sorted(d for d in root.iterdir() if d.is_dir()):
+                for trace in replicate_files(mdir):
+                    yield f"{prefix}_{mdir.name}_{trace.stem}", trace
 
 
 def quiet_steps(df: pd.DataFrame, trace: Path):
-    """The steps of a vLLM-CPU run that the collector's rule does not flag as contended, or
-    None when the trace has no machine state or no metadata (threads, cores) to apply it."""
+    """The steps of a vLLM-CPU run that the collector's rule does not flag as contended
+    (:func:`perfmodel.data.collect.machine_state.flag_contended_run`, the run's threads and
+    cores from its metadata), or None when the trace has no machine state or no metadata."""
     import json
 
-    from perfmodel.data.collect.machine_state import flag_contended
+    from perfmodel.data.collect.machine_state import flag_contended_run
 
     meta = trace.with_suffix(".meta.json")
     if "cpu_ms" not in df.columns or not meta.exists():
         return None
-    threads = json.loads(meta.read_text()).get("threads") or {}
-    if not threads.get("torch_num_threads") or not threads.get("cpu_count"):
-        return None
-    busy = flag_contended(df, threads=threads["torch_num_threads"],
-                          cores=int(threads["cpu_count"]))["contended"].to_numpy(bool)
+    busy = flag_contended_run(df, json.loads(meta.read_text()))["contended"].to_numpy(bool)
     return df[~busy].reset_index(drop=True)
 
 
@@ -367,9 +371,11 @@ def forward(cpu_root: Path, starts: int) -> tuple[pd.DataFrame, pd.DataFrame]:
             y = steps["y"].to_numpy(float)
             inside = {f"covered_{lv}": (y >= steps[f"conformal_lo_{lv}"].to_numpy(float))
                       & (y <= steps[f"conformal_hi_{lv}"].to_numpy(float)) for lv in LEVELS}
-            per = pd.DataFrame({"fold": steps["fold"], "n_train": steps["n_train"], **inside})
+            per = pd.DataFrame({"fold": steps["fold"], "n_train": steps["n_train"],
+                                "row": steps["row"], **inside})
             win = per.groupby(["fold", "n_train"]).agg(
-                n=("fold", "size"), **{k: (k, "sum") for k in inside}).reset_index()
+                first_row=("row", "min"), n=("fold", "size"),
+                **{k: (k, "sum") for k in inside}).reset_index()
             windows.append(win.assign(dataset=name, steps=variant))
             tab = held_out_coverage(steps, tolerance=TOLERANCE)
             tab.insert(0, "n_trace", len(d))

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from perfmodel.core.results import atomic_write_text
-from perfmodel.data.collect.machine_state import flag_contended
+from perfmodel.data.collect.machine_state import flag_contended_run
 from perfmodel.data.datasets import sha256_file
 from perfmodel.data.noise import replicate_floor
 from perfmodel.data.trace import read_trace, step_features
@@ -44,11 +44,8 @@ def summarize() -> tuple[dict, pd.DataFrame]:
             name = csv.name[:-4]
             df = read_trace(csv)
             meta_p = csv.with_name(name + ".meta.json")
-            threads = None
-            if meta_p.exists():
-                meta = json.loads(meta_p.read_text())
-                threads = (meta.get("threads") or {}).get("torch_num_threads")
-            flagged = flag_contended(df, threads=threads) if "cpu_ms" in df else None
+            meta = json.loads(meta_p.read_text()) if meta_p.exists() else None
+            flagged = flag_contended_run(df, meta) if "cpu_ms" in df else None
             f = step_features(df)
             ctx = f.get("ctx_max", np.zeros(len(df)))
             row = {

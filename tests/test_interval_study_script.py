@@ -61,9 +61,23 @@ def test_no_quiet_variant_without_machine_state_or_metadata(study, tmp_path):
 
 
 def test_forward_covers_every_single_run_once(study):
+    # the repository's runs: the H200 trace, 8 GPU confirmation runs, 3 mixed replicates of
+    # each of the three vLLM-CPU models (the derived calib-pre/-post traces are not replicates)
     names = [n for n, _ in study.forward_traces(ROOT / "data" / "vllm-cpu")]
-    assert len(names) == len(set(names))
-    gpu = [n for n, _ in study.gpu_confirmation_traces()]
-    assert set(gpu) <= set(names)
-    if (ROOT / "data" / "vllm-cpu" / "llama-small" / "mixed-r1.csv").exists():
-        assert "vllm-cpu_llama-small_mixed-r1" in names
+    assert len(names) == len(set(names)) == 18
+    assert names[0] == "gpu" and sum(n.startswith("gpu-confirmation") for n in names) == 8
+    assert sorted(n for n in names if n.startswith("vllm-cpu")) == sorted(
+        f"{pre}_{m}_mixed-r{r}" for pre, m in (("vllm-cpu", "llama-small"),
+                                               ("vllm-cpu", "llama-tiny"),
+                                               ("vllm-cpu-confirmation", "llama-mid"))
+        for r in (1, 2, 3))
+
+
+def test_replicate_files_are_the_mixed_runs_only(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from evaluate_all import replicate_files
+
+    for name in ("mixed-r1.csv", "mixed-r2.csv", "mixed-r1.calib-pre.csv", "mixed-rx.csv",
+                 "closed_loop-r1.csv"):
+        (tmp_path / name).write_text("")
+    assert [p.name for p in replicate_files(tmp_path)] == ["mixed-r1.csv", "mixed-r2.csv"]

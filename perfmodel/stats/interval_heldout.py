@@ -125,7 +125,8 @@ def held_out_intervals(df: pd.DataFrame, *, levels=DEFAULT_LEVELS, model: str | 
     -------
     pandas.DataFrame
         One row per held-out step: ``fold``, ``n_train`` (the steps its fold was
-        fitted and calibrated on), ``row`` (position in ``df``),
+        fitted and calibrated on: for ``'expanding'`` the steps before the window less
+        those the fold engine drops for sharing a group with it), ``row`` (position in ``df``),
         ``phase``, ``length`` (the fold calibration's regimes), ``mu``
         (prediction, ms), ``y`` (measured, ms), ``cluster`` (configuration or
         time block, per fold), ``conformal_lo_{level}`` and
@@ -207,7 +208,7 @@ def held_out_coverage(steps: pd.DataFrame, levels=None, tolerance: float = TOLER
     pandas.DataFrame
         ``level`` then the columns of
         :func:`perfmodel.stats.interval_coverage.interval_check` (``regime``,
-        ``n``, ``coverage``, ``width``, ``design_effect``, ``se``,
+        ``n``, ``coverage``, ``width``, ``design_effect``, ``se``, ``p_within``,
         ``within_tolerance``, ``consistent``), level-major.
     """
     need = {"phase", "length", "mu", "y", "cluster"}

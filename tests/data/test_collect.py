@@ -19,6 +19,7 @@ from perfmodel.data.collect import (
     WORKLOADS,
     drive,
     flag_contended,
+    flag_contended_run,
     make_workload,
     output_paths,
     schedule_signature,
@@ -229,6 +230,25 @@ def test_flag_contended_rules():
         flag_contended(df.assign(step_ms=[1.0, -1.0, 1.0, 1.0, 1.0, 1.0]))
     with pytest.raises(InputError, match="threads"):
         flag_contended(df, threads=0)
+
+
+def test_flag_contended_run_uses_the_runs_threads_and_cores_not_this_machines():
+    df = pd.DataFrame({"step_ms": [100.0] * 4, "cpu_ms": [400.0, 390.0, 250.0, 400.0],
+                       "loadavg": [3.0, 3.0, 3.0, 5.0]})
+    # collected with 4 threads on 4 cores: row 2 (CPU share 2.5 < 0.8 x 4) and row 3 (load 5 >
+    # 4 + 0.5) are contended, whatever machine reads the trace
+    meta = {"threads": {"torch_num_threads": 4, "cpu_count": 4}}
+    assert flag_contended_run(df, meta)["contended"].tolist() == [False, False, True, True]
+    assert flag_contended_run(df, meta)["contended"].tolist() == \
+        flag_contended(df, threads=4, cores=4)["contended"].tolist()
+    # the same steps read as a 2-core run: every load of 3 or more is contention
+    two = {"threads": {"torch_num_threads": 4, "cpu_count": 2}}
+    assert flag_contended_run(df, two)["contended"].all()
+    # no metadata: flag_contended's own defaults
+    assert flag_contended_run(df, None)["contended"].tolist() == \
+        flag_contended(df)["contended"].tolist()
+    with pytest.raises(InputError, match="metadata"):
+        flag_contended_run(df, "meta.json")
 
 
 # -- files, metadata, CLI ------------------------------------------------------------------

@@ -212,22 +212,27 @@ def test_interval_check_hand_counted():
     assert tab.loc["medium", "coverage"] == 0.0 and not tab.loc["medium", "within_tolerance"]
     assert tab.loc["long", "width"] == pytest.approx(0.5)
     # p_within: no count of 6 steps is within 0.03 of 0.8 (4/6 = 0.667, 5/6 = 0.833), so even
-    # a calibrated interval cannot pass on these six; of 20 steps 16 (0.8) is the only count
+    # a calibrated interval cannot pass on these six
     assert tab.loc["all", "p_within"] == 0.0
-    from scipy import stats
-
-    from perfmodel.stats.interval_coverage import calibrated_within_chance
-    assert calibrated_within_chance(20, 0.8, 0.03)[0] == pytest.approx(stats.binom.pmf(16, 20, 0.8))
 
 
-def test_p_within_is_the_sampling_reference_with_the_cells_design_effect():
-    from perfmodel.stats.interval_coverage import calibrated_within_chance
+def test_p_within_of_independent_steps_is_the_binomial_mass_inside_the_tolerance():
+    # 20 steps, each its own configuration (design effect 1): at 0.8 only 16 of 20 covered is
+    # within 0.03 (15/20 = 0.75, 17/20 = 0.85), so p_within = P(K = 16), K ~ Binomial(20, 0.8)
+    import pandas as pd
 
-    reg = np.array([f"{p}|{ln}" for p, ln in zip(PHASE, LENGTH)], dtype=object)
-    tab = _checked(0.8, LO8, HI8, reg)
-    want = calibrated_within_chance(tab["n"].to_numpy(), 0.8, 0.03,
-                                    design_effect=tab["design_effect"].to_numpy())
-    assert np.allclose(tab["p_within"], want)
+    from perfmodel.stats.interval_coverage import interval_check
+
+    n = 20
+    mu = np.full(n, 10.0)
+    y = np.where(np.arange(n) < 15, 10.0, 20.0)  # 15 inside [5, 15], 5 outside
+    df = pd.DataFrame({"duration_ms": y, "config": [f"c{i}" for i in range(n)]})
+    iv = Interval(0.8, "conformal", mu / 2, mu * 1.5, "", {}, None,
+                  np.array(["decode-only|short"] * n, dtype=object))
+    tab = interval_check(df, mu, iv).set_index("regime")
+    assert tab.loc["all", "design_effect"] == pytest.approx(1.0)
+    assert tab.loc["all", "p_within"] == pytest.approx(0.8 ** 16 * 0.2 ** 4 * 4845, rel=1e-9)
+    assert tab.loc["all", "coverage"] == 0.75 and not tab.loc["all", "within_tolerance"]
 
 
 def test_check_summary_counts_cells_and_sets_them_against_a_calibrated_interval():

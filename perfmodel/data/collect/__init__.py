@@ -10,7 +10,7 @@ everything but starting the engine works without it. The command line,
 """
 from __future__ import annotations
 
-from perfmodel.data.collect.machine_state import flag_contended
+from perfmodel.data.collect.machine_state import flag_contended, flag_contended_run
 from perfmodel.data.collect.vllm_collector import (
                                               collect_summary,
                                               collect_vllm,
@@ -26,6 +26,7 @@ __all__ = [
                                               "collect_vllm",
                                               "drive",
                                               "flag_contended",
+                                              "flag_contended_run",
                                               "make_workload",
                                               "output_paths",
                                               "schedule_signature",

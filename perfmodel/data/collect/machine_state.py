@@ -35,6 +35,7 @@ __all__ = [
     "MachineSnapshot",
     "cpu_info",
     "flag_contended",
+    "flag_contended_run",
     "snapshot",
     "thread_info",
 ]
@@ -197,3 +198,36 @@ def flag_contended(df: pd.DataFrame, *, threads: float | None = None,
     out = df.copy()
     out["contended"] = flag.astype(bool)
     return out
+
+
+def flag_contended_run(df: pd.DataFrame, meta: dict | None) -> pd.DataFrame:
+    """:func:`flag_contended` of a collected run with the run's own threads and cores.
+
+    Problem: the rule's references are the collecting host's (threads per step
+    for rule 1, cores for rule 3), and a trace is often read on another
+    machine; ``flag_contended``'s default for ``cores`` is the machine reading
+    it.  This reads both from the run's metadata (``<trace>.meta.json``, as
+    :func:`perfmodel.data.collect` writes it: ``threads.torch_num_threads``
+    and ``threads.cpu_count``), so every user of the rule flags the same steps.
+
+    Parameters
+    ----------
+    df : DataFrame
+        A collected trace (see :func:`flag_contended`).
+    meta : dict or None
+        The run's parsed metadata; None, or a field missing, falls back to
+        :func:`flag_contended`'s defaults (the trace's quiet CPU share; this
+        machine's cores).
+
+    Returns
+    -------
+    DataFrame
+        A copy of ``df`` with ``contended`` (bool) added.
+    """
+    if meta is not None and not isinstance(meta, dict):
+        raise InputError(f"argument 'meta' must be the run's metadata (a dict) or None, "
+                         f"got {type(meta).__name__}")
+    threads = (meta or {}).get("threads") or {}
+    cores = threads.get("cpu_count")
+    return flag_contended(df, threads=threads.get("torch_num_threads"),
+                          cores=int(cores) if cores else None)
