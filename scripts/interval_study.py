@@ -109,7 +109,17 @@ configuration or schedule group with it, which the fold engine drops), the
 window's first step (``first_row``, position in the run covered), the steps
 covered (``n``) and those inside the interval at each level
 (``covered_<level>``): whether a window's coverage depends on how much of the
-run its fit saw.  ``--only`` does not apply to ``--forward`` (which covers every
+run its fit saw.  ``-forward-online`` is the per-regime table of the same
+held-out steps covered by the online interval
+(:func:`perfmodel.stats.interval_online.online_held_out`: each window in time
+order, each step from the measured steps of the window before it, starting
+from the window's conformal interval), and ``-online-gamma`` the selection
+of its step size: per run (all steps), method (``conformal``, or ``online``
+at each step size of the grid) and level, the mean interval score (Gneiting
+and Raftery 2007) on the fit scale and the coverage, each run labelled
+``development`` or ``confirmation`` (:func:`runs_role`; the package's
+``GAMMA`` is the grid value of lowest mean score over the development rows).
+``--only`` does not apply to ``--forward`` (which covers every
 single run: ``--only none --forward`` runs the forward study alone).
 
 With ``--out FILE`` each table is written atomically (``FILE``, and with the
@@ -349,14 +359,63 @@ def quiet_steps(df: pd.DataFrame, trace: Path):
     return df[~busy].reset_index(drop=True)
 
 
-def forward(cpu_root: Path, starts: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def runs_role(name: str) -> str:
+    """``'confirmation'`` for the runs collected after the model was frozen (the GPU and
+    vLLM-CPU confirmation folders), ``'development'`` for the others: the online interval's
+    step size is selected on the development runs only."""
+    return "confirmation" if "confirmation" in name else "development"
+
+
+def _tally(steps: pd.DataFrame, method: str, name: str, variant: str, n_trace: int):
+    """The package's per-regime tally of one run's held-out steps, with the run's labels and
+    the exact covered counts."""
+    from perfmodel.stats.interval_heldout import held_out_coverage
+
+    tab = held_out_coverage(steps, tolerance=TOLERANCE, method=method)
+    tab.insert(0, "n_trace", n_trace)
+    tab.insert(0, "steps", variant)
+    tab.insert(0, "dataset", name)
+    tab["covered"] = (tab["coverage"] * tab["n"]).round().astype(int)
+    for col in ("coverage", "width", "design_effect", "se", "p_within"):
+        tab[col] = tab[col].map(lambda v: float(f"{v:.6g}"))
+    return tab
+
+
+def online_scores(steps: pd.DataFrame, name: str) -> pd.DataFrame:
+    """Per method and level: the mean interval score (fit scale) and coverage of one run's
+    held-out steps, for the conformal interval (``gamma`` empty) and the online interval at
+    each step size of the grid (the selection of
+    :data:`perfmodel.stats.interval_online.GAMMA`)."""
+    from perfmodel.core.scale import get_scale
+    from perfmodel.stats.interval_online import GAMMA_GRID, interval_score, online_held_out
+
+    scale = get_scale(steps.attrs["scale"])
+    mu, y = steps["mu"].to_numpy(float), steps["y"].to_numpy(float)
+    rows = []
+    for method, g in [("conformal", None)] + [("online", g) for g in GAMMA_GRID]:
+        on = steps if g is None else online_held_out(steps, gamma=g)
+        for lv in LEVELS:
+            lo = on[f"{method}_lo_{lv}"].to_numpy(float)
+            hi = on[f"{method}_hi_{lv}"].to_numpy(float)
+            sc = interval_score(scale.residual(y, mu), scale.residual(lo, mu),
+                                scale.residual(hi, mu), lv)
+            rows.append({"dataset": name, "runs": runs_role(name), "method": method,
+                         "gamma": g, "level": lv, "n": len(y),
+                         "interval_score": float(f"{sc.mean():.6g}"),
+                         "coverage": float(f"{np.mean((y >= lo) & (y <= hi)):.6g}")})
+    return pd.DataFrame(rows)
+
+
+def forward(cpu_root: Path, starts: int):
     """Forward-in-time coverage of every single run (module docstring, ``--forward``): the
     per-regime table, and per test window the steps its fit saw (``n_train``), the steps it
-    covers and those inside the interval at each level (``covered_<level>``)."""
+    covers and those inside the interval at each level (``covered_<level>``); the same
+    per-regime table of the online interval; the online step-size selection table."""
     from perfmodel.data.trace import read_trace
-    from perfmodel.stats.interval_heldout import held_out_coverage, held_out_intervals
+    from perfmodel.stats.interval_heldout import held_out_intervals
+    from perfmodel.stats.interval_online import online_held_out
 
-    out, windows = [], []
+    out, windows, online, scores = [], [], [], []
     for name, trace in forward_traces(cpu_root):
         df = read_trace(trace).reset_index(drop=True)
         variants = [("all", df)]
@@ -377,17 +436,14 @@ def forward(cpu_root: Path, starts: int) -> tuple[pd.DataFrame, pd.DataFrame]:
                 first_row=("row", "min"), n=("fold", "size"),
                 **{k: (k, "sum") for k in inside}).reset_index()
             windows.append(win.assign(dataset=name, steps=variant))
-            tab = held_out_coverage(steps, tolerance=TOLERANCE)
-            tab.insert(0, "n_trace", len(d))
-            tab.insert(0, "steps", variant)
-            tab.insert(0, "dataset", name)
-            tab["covered"] = (tab["coverage"] * tab["n"]).round().astype(int)
-            for col in ("coverage", "width", "design_effect", "se", "p_within"):
-                tab[col] = tab[col].map(lambda v: float(f"{v:.6g}"))
-            out.append(tab)
+            out.append(_tally(steps, "conformal", name, variant, len(d)))
+            online.append(_tally(online_held_out(steps), "online", name, variant, len(d)))
+            if variant == "all":
+                scores.append(online_scores(steps, name))
     win = pd.concat(windows, ignore_index=True)
     win = win[["dataset", "steps"] + [c for c in win.columns if c not in ("dataset", "steps")]]
-    return pd.concat(out, ignore_index=True), win
+    return (pd.concat(out, ignore_index=True), win, pd.concat(online, ignore_index=True),
+            pd.concat(scores, ignore_index=True))
 
 
 def transfer(cpu_root: Path, starts: int) -> pd.DataFrame:
@@ -587,9 +643,11 @@ def main(argv=None) -> int:
         emit(across_runs(Path(args.cpu_root), Path(args.gpu_root) if args.gpu_root else None,
                          args.starts), "-across-runs")
     if args.forward:
-        table, windows = forward(Path(args.cpu_root), args.starts)
+        table, windows, online, scores = forward(Path(args.cpu_root), args.starts)
         emit(table, "-forward")
         emit(windows, "-forward-windows")
+        emit(online, "-forward-online")
+        emit(scores, "-online-gamma")
     if args.out:
         write_settings(Path(args.out), args, started)
     return 0

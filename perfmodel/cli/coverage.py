@@ -40,6 +40,10 @@ def add_coverage_arguments(parser) -> None:
     parser.add_argument("--starts", type=int, default=4,
                         help="multi-start count of each outer fold's fit (default 4; the "
                              "calibration's inner refits use at most 4, as perfmodel fit does)")
+    parser.add_argument("--online", action="store_true",
+                        help="also the online interval (predict --interval-method online): each "
+                             "fold's held-out steps covered in time order, each from the "
+                             "measured held-out steps before it; the table gains a method column")
     parser.add_argument("--drop-invalid", action="store_true",
                         help="drop invalid rows (reported) instead of refusing the trace")
     from perfmodel.cli.common import add_random_state_argument
@@ -51,6 +55,8 @@ def coverage_command(args) -> tuple[str, dict]:
     """Run ``perfmodel coverage``: write the per-regime table (CSV), return (text, json dict)."""
     import json
     import warnings
+
+    import pandas as pd
 
     from perfmodel._checks import check_int_range
     from perfmodel._io import atomic_write_text
@@ -82,6 +88,14 @@ def coverage_command(args) -> tuple[str, dict]:
         steps = held_out_intervals(df, levels=levels, model=model, scheme=args.cv, k=args.k,
                                    seed=args.seed, n_starts=args.starts)
     table = held_out_coverage(steps)
+    if args.online:  # the same held-out steps, covered online from each fold's interval
+        from perfmodel.stats.interval_online import online_held_out
+
+        on = online_held_out(steps)
+        table = pd.concat([table.assign(method="conformal"),
+                           held_out_coverage(on, method="online").assign(method="online")],
+                          ignore_index=True)
+        table = table[["method"] + [c for c in table.columns if c != "method"]]
     atomic_write_text(out, table.to_csv(index=False), force=args.force, inputs=[args.trace])
     a = steps.attrs
     head = (f"{args.trace}: {len(steps)} held-out steps of {len(df)}, model {a['model']}, "
@@ -90,11 +104,15 @@ def coverage_command(args) -> tuple[str, dict]:
             "perfmodel fit does\n"
             f"{CHECK_LEGEND.format(tol=TOLERANCE)}\n"
             "not checked: a shift between runs, workloads or machines (one trace)")
-    lines = format_check(table)
-    summary = check_summary(table, TOLERANCE)
-    text = "\n".join([head, *lines, summary, f"wrote {out}"])
+    lines = []
+    for name, part in (table.groupby("method", sort=False) if args.online else [(None, table)]):
+        part = part.drop(columns="method") if name else part
+        lines += ([f"{name}:"] if name else []) + format_check(part) + [
+            check_summary(part, TOLERANCE)]
+    text = "\n".join([head, *lines, f"wrote {out}"])
     obj = {"trace": str(args.trace), "output": str(out), "model": a["model"],
            "scheme": a["scheme"], "note": a["note"] or None, "k": a["k"], "levels": levels,
            "n_steps": len(df), "n_held_out": len(steps), "tolerance": TOLERANCE,
+           "online": bool(args.online),
            "rows": json.loads(table.to_json(orient="records"))}
     return text, obj

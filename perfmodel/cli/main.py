@@ -332,16 +332,20 @@ def cmd_predict(args):
            "mean_predicted_ms": float(np.mean(pred))}
     cols = "predicted_ms"
     if args.interval is not None:
+        from perfmodel.stats.interval_online import METHOD as ONLINE
+        from perfmodel.stats.interval_online import online_interval
         from perfmodel.stats.intervals import prediction_interval
 
-        iv = prediction_interval(res, df, args.interval, method=args.interval_method)
+        iv = (online_interval(res, df, args.interval) if args.interval_method == ONLINE else
+              prediction_interval(res, df, args.interval, method=args.interval_method))
         table["lower_ms"], table["upper_ms"] = iv.lower, iv.upper
         if iv.regime is not None:  # conformal: the calibration regime of each step
             table["interval_regime"] = iv.regime
         obj["interval"] = {"level": iv.level, "method": iv.method,
                            "description": iv.description, "pools": iv.pools,
                            **({"calibration": iv.calibration} if iv.calibration else {})}
-        if iv.method == "conformal":  # the run-level term (None: none), README.md
+        if res.interval_calibration and iv.method in ("conformal", "online"):
+            # the run-level term (None: none), README.md
             obj["interval"]["run_term"] = res.interval_calibration.get("run_term")
         cols += ", lower_ms, upper_ms" + (", interval_regime" if iv.regime is not None else "")
         print(f"perfmodel: interval {iv.level:g}: {iv.method}: {iv.description}",
@@ -512,9 +516,12 @@ def _add_fit_readers(sub) -> None:
                          "(e.g. 0.9), and with a conformal interval interval_regime (each "
                          "step's calibration regime, phase|length); the method used is "
                          "printed on stderr")
-    pr.add_argument("--interval-method", default="auto", choices=["auto", "conformal", "model"],
+    pr.add_argument("--interval-method", default="auto",
+                    choices=["auto", "conformal", "model", "online"],
                     help="auto: the fit's stored conformal calibration if any, else the "
-                         "model-based band (default auto)")
+                         "model-based band (default auto); online: each step's interval from "
+                         "the measured steps before it in the trace (adaptive conformal, for "
+                         "monitoring or replaying a run; needs duration_ms)")
     add_run_level_arguments(pr, sd_help=(
         "sd (log scale) of a run-level term for this prediction, on the fit's stored "
         "within-run calibration (replaces a stored term; FIT.json is not changed): the "

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from perfmodel._checks import check_int_range
+from perfmodel.data.trace_features import time_order
 from perfmodel.errors import InputError
 from perfmodel.stats.folds import DEFAULT_BLOCK
 from perfmodel.stats.interval_coverage import TOLERANCE, coverage_clusters, interval_check
@@ -131,7 +132,8 @@ def held_out_intervals(df: pd.DataFrame, *, levels=DEFAULT_LEVELS, model: str | 
         (prediction, ms), ``y`` (measured, ms), ``cluster`` (configuration or
         time block, per fold), ``conformal_lo_{level}`` and
         ``conformal_hi_{level}`` (and ``model_lo_`` / ``model_hi_`` with
-        ``model_band``); ``attrs`` hold ``scheme``, ``note``, ``model`` and ``k``.
+        ``model_band``); ``attrs`` hold ``scheme``, ``note``, ``model``, ``k``, ``levels``
+        and ``scale`` (the calibrations' fit scale).
 
     Raises
     ------
@@ -155,7 +157,9 @@ def held_out_intervals(df: pd.DataFrame, *, levels=DEFAULT_LEVELS, model: str | 
     model = default_for(df) if model is None else model
     used, note, splits = resolved_folds(df, scheme, k=k, seed=seed, time_ordered=time_ordered,
                                         block=DEFAULT_BLOCK)
-    rows = []
+    when = np.empty(len(df), dtype=np.int64)
+    when[time_order(df)] = np.arange(len(df))  # each step's place in time
+    rows, scale = [], None
     for i, (tr, te) in enumerate(splits):
         train = df.iloc[tr].reset_index(drop=True)
         test = df.iloc[te].reset_index(drop=True)
@@ -169,8 +173,9 @@ def held_out_intervals(df: pd.DataFrame, *, levels=DEFAULT_LEVELS, model: str | 
                                   siblings=siblings(test) if callable(siblings) else siblings)
         mu = fit.predict(test)
         phase, length = interval_regimes(test, mu, cal["regime_rule"]["length_thresholds_ms"])
+        scale = cal["scale"]
         out = pd.DataFrame({"fold": i, "n_train": len(tr), "row": np.asarray(te, dtype=np.int64),
-                            "phase": phase,
+                            "time": when[te], "phase": phase,
                             "length": length, "mu": mu,
                             "y": test["duration_ms"].to_numpy(float),
                             "cluster": [f"fold{i}:{c}" for c in coverage_clusters(test)]})
@@ -183,7 +188,7 @@ def held_out_intervals(df: pd.DataFrame, *, levels=DEFAULT_LEVELS, model: str | 
         rows.append(out)
     steps = pd.concat(rows, ignore_index=True)
     steps.attrs.update({"scheme": used, "note": note, "model": model, "k": int(k),
-                        "levels": levels})
+                        "levels": levels, "scale": scale})
     return steps
 
 
@@ -198,7 +203,8 @@ def held_out_coverage(steps: pd.DataFrame, levels=None, tolerance: float = TOLER
         Default: the levels the steps were made with.
     tolerance : float
         Distance from the level counted as within (default 0.03).
-    method : ``'conformal'`` or ``'model'`` (needs ``model_band=True``); both are tallied
+    method : ``'conformal'``, ``'model'`` (needs ``model_band=True``) or ``'online'`` (needs
+        :func:`perfmodel.stats.interval_online.online_held_out`); all are tallied
         over the same regimes, the phases and each outer fold calibration's length thirds
         (unlike :func:`~perfmodel.stats.interval_coverage.interval_check` of a model band
         alone, which has no length thirds to use)
@@ -214,8 +220,8 @@ def held_out_coverage(steps: pd.DataFrame, levels=None, tolerance: float = TOLER
     need = {"phase", "length", "mu", "y", "cluster"}
     if not isinstance(steps, pd.DataFrame) or not need <= set(steps.columns):
         raise InputError("steps must be the frame of held_out_intervals")
-    if method not in ("conformal", "model"):
-        raise InputError(f"method must be 'conformal' or 'model', got {method!r}")
+    if method not in ("conformal", "model", "online"):
+        raise InputError(f"method must be 'conformal', 'model' or 'online', got {method!r}")
     levels = check_levels(steps.attrs.get("levels", DEFAULT_LEVELS) if levels is None
                            else levels)
     frame = pd.DataFrame({"duration_ms": steps["y"].to_numpy(float),

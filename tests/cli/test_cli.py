@@ -327,6 +327,30 @@ def test_predict_interval_adds_bounds_and_names_its_method(fit_json, tmp_path, r
     assert "interval_calibration" in json.loads(Path(fit_json).read_text())
 
 
+def test_predict_online_interval_is_the_package_online_interval(fit_json, tmp_path, run):
+    from perfmodel.core.results import FitResult
+    from perfmodel.data.trace import read_trace
+    from perfmodel.stats.interval_online import online_interval
+
+    out = tmp_path / "online.csv"
+    rc, stdout, err = run(["predict", fit_json, EXAMPLE, "-o", out, "--interval", "0.9",
+                           "--interval-method", "online", "--json"])
+    assert rc == 0, err
+    got = pd.read_csv(out)
+    want = online_interval(FitResult.from_json(Path(fit_json)), read_trace(EXAMPLE), 0.9)
+    assert np.allclose(got["lower_ms"], want.lower, rtol=1e-12)
+    assert np.allclose(got["upper_ms"], want.upper, rtol=1e-12)
+    obj = json.loads(stdout)["interval"]
+    assert obj["method"] == "online" and "BEFORE it" in obj["description"]
+    assert "check" in obj  # the trace has measured times: its coverage is tallied
+    # without measured times there is nothing to learn from: one line, exit 2, no file
+    bare = tmp_path / "bare.csv"
+    read_trace(EXAMPLE).drop(columns="duration_ms").to_csv(bare, index=False)
+    rc, _, err = run(["predict", fit_json, bare, "-o", tmp_path / "no.csv", "--interval",
+                      "0.9", "--interval-method", "online"])
+    assert rc == 2 and "measured" in err and not (tmp_path / "no.csv").exists()
+
+
 def test_predict_interval_checks_coverage_where_the_trace_has_measured_times(fit_json,
                                                                             tmp_path, run):
     from perfmodel.core.results import FitResult

@@ -83,3 +83,20 @@ def test_forward_folds_on_request(tmp_path, run):
     assert rc == 0, err
     obj = json.loads(stdout)
     assert obj["scheme"] == "expanding" and 0 < obj["n_held_out"] < obj["n_steps"]
+
+
+def test_coverage_online_adds_the_online_rows_of_the_same_held_out_steps(tmp_path, run):
+    from perfmodel.stats.interval_online import online_held_out
+
+    out = tmp_path / "cov.csv"
+    rc, stdout, err = run(["coverage", EXAMPLE, "-o", out, "--levels", "0.9", *QUICK,
+                           "--cv", "expanding", "--online"])
+    assert rc == 0, err
+    got = pd.read_csv(out)
+    assert got.columns[0] == "method" and set(got["method"]) == {"conformal", "online"}
+    steps = held_out_intervals(read_trace(EXAMPLE), levels=[0.9], k=3, n_starts=1,
+                               scheme="expanding")
+    want = held_out_coverage(online_held_out(steps), method="online")
+    mine = got[got["method"] == "online"]
+    assert mine["coverage"].round(12).tolist() == want["coverage"].round(12).tolist()
+    assert "online:" in stdout and "conformal:" in stdout

@@ -1,0 +1,181 @@
+"""Online (adaptive conformal) prediction intervals (``perfmodel.stats.interval_online``).
+
+Known truth: synthetic traces from ``seed_id`` with log-normal noise of known
+sd, whose sd doubles half way through (a drift the stored calibration cannot
+see); hand-computed order statistics; the stored selection table of the step size.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfmodel.core.fit import fit_model
+from perfmodel.core.synthetic import simulate_trace
+from perfmodel.errors import InputError
+from perfmodel.stats.interval_coverage import interval_check
+from perfmodel.stats.interval_heldout import held_out_coverage, held_out_intervals
+from perfmodel.stats.interval_online import (
+    GAMMA,
+    GAMMA_GRID,
+    interval_score,
+    online_bounds,
+    online_held_out,
+    online_interval,
+)
+from perfmodel.stats.intervals import calibrate_intervals, conformal_interval
+
+ROOT = Path(__file__).resolve().parents[2]
+SELECTION = ROOT / "paper" / "results" / "interval_coverage_time-online-gamma.csv"
+
+
+def _drifting(n_half=1200):
+    """A trace whose log-noise sd is 0.03 for the first half and 0.06 after (time order =
+    row order: no step column)."""
+    a = simulate_trace("seed_id", n=n_half, noise="multiplicative", sigma=0.03, seed=1)
+    b = simulate_trace("seed_id", n=n_half, noise="multiplicative", sigma=0.06, seed=2)
+    return (a.drop(columns=["step", "timestamp"]).reset_index(drop=True),
+            b.drop(columns=["step", "timestamp"]).reset_index(drop=True))
+
+
+@pytest.fixture(scope="module")
+def drift():
+    first, second = _drifting()
+    fit = fit_model(first, "seed_id", n_starts=1)
+    fit.interval_calibration = calibrate_intervals(fit, first, n_starts=1)
+    return fit, first, second
+
+
+def _one_cell(n):
+    return np.array(["mixed"] * n, dtype=object), np.array(["short"] * n, dtype=object)
+
+
+def test_gamma_zero_bounds_are_the_conformal_ranks_of_the_earlier_scores_by_hand():
+    rng = np.random.default_rng(0)
+    s = rng.normal(size=120)
+    phase, length = _one_cell(120)
+    lo, hi, used = online_bounds(s, np.full(120, -9.0), np.full(120, 9.0), phase, length, 0.8,
+                                 gamma=0.0, warmup=5)
+    a = Fraction(1, 10)  # exact: the rank by hand without rounding
+    need = max(5, math.ceil((1 - a) / a))  # 9: the nominal rank is finite from 9 scores
+    assert np.all(hi[:need] == 9.0) and np.all(lo[:need] == -9.0)  # the starting interval
+    for t in range(need, 120):
+        h = np.sort(s[:t])
+        r = min(math.ceil((t + 1) * (1 - a)), t)
+        assert hi[t] == h[r - 1] and lo[t] == h[t - r]
+    assert used == {"start": need, "mixed|short": 120 - need}
+
+
+def test_a_miss_widens_the_next_bound_and_hits_narrow_it():
+    s = np.r_[np.linspace(-1, 1, 20), 5.0, 0.0]  # step 20 misses high
+    phase, length = _one_cell(len(s))
+    _, hi, _ = online_bounds(s, np.full(22, -9.0), np.full(22, 9.0), phase, length, 0.8,
+                             gamma=0.05, warmup=20)
+    # by hand: a = 0.1; 20 hits inside the starting interval move the upper target
+    # a_t = 0.1 + 20 * 0.05 * 0.1 = 0.2, so step 20 takes rank ceil(21 * 0.8) = 17 of 20
+    # (gamma = 0 would take ceil(21 * 0.9) = 19); the miss moves it by 0.05 * (0.1 - 1) to
+    # 0.155, so step 21 takes rank ceil(22 * 0.845) = 19 of 21
+    assert hi[20] == np.sort(s[:20])[16]
+    assert hi[21] == np.sort(s[:21])[18]
+
+
+def test_no_look_ahead_later_times_do_not_move_earlier_intervals(drift):
+    fit, _, second = drift
+    base = online_interval(fit, second, 0.9)
+    changed = second.copy()
+    changed.loc[600:, "duration_ms"] *= 3.0
+    moved = online_interval(fit, changed, 0.9)
+    assert np.array_equal(base.lower[:601], moved.lower[:601])
+    assert np.array_equal(base.upper[:601], moved.upper[:601])
+    assert not np.array_equal(base.upper[601:], moved.upper[601:])  # later ones learn
+
+
+def test_online_interval_follows_a_drift_the_stored_calibration_misses(drift):
+    fit, _, second = drift
+    mu = fit.predict(second)
+    for lv in (0.8, 0.9):
+        stored = interval_check(second, mu, conformal_interval(fit, second, lv))
+        online = interval_check(second, mu, online_interval(fit, second, lv))
+        got = {r: online.set_index("regime").loc[r, "coverage"] for r in ("all",)}
+        # noise sd doubled: the first half's interval covers about P(|z| < z_lv / 2)
+        assert stored.set_index("regime").loc["all", "coverage"] < lv - 0.10
+        assert abs(got["all"] - lv) <= 0.03
+
+
+def test_online_interval_on_the_steps_it_was_calibrated_on_stays_near_the_level(drift):
+    fit, first, _ = drift
+    iv = online_interval(fit, first, 0.9)
+    y = first["duration_ms"].to_numpy(float)
+    cov = np.mean((y >= iv.lower) & (y <= iv.upper))
+    assert abs(cov - 0.9) <= 0.03 and iv.method == "online"
+    assert set(iv.regime) <= {f"{p}|{q}" for p in ("decode-only", "mixed", "prefill-heavy")
+                              for q in ("short", "medium", "long")}
+
+
+def test_unmeasured_steps_get_an_interval_and_teach_nothing(drift):
+    fit, _, second = drift
+    gap = second.copy()
+    gap.loc[100:199, "duration_ms"] = np.nan
+    iv = online_interval(fit, gap, 0.9)
+    assert np.all(np.isfinite(iv.lower)) and np.all(np.isfinite(iv.upper))
+    # the steps after the gap are covered as if the unmeasured steps were not there
+    ref = online_interval(fit, pd.concat([second.iloc[:100], second.iloc[200:]],
+                                         ignore_index=True), 0.9)
+    assert np.allclose(iv.upper[200:], ref.upper[100:], rtol=1e-12)
+    assert np.allclose(iv.lower[200:], ref.lower[100:], rtol=1e-12)
+
+
+def test_held_out_online_uses_each_fold_from_its_own_interval_and_time_order():
+    t = simulate_trace("seed_id", n=600, noise="multiplicative", sigma=0.05, seed=3)
+    steps = held_out_intervals(t, levels=(0.9,), model="seed_id", scheme="expanding", k=3,
+                               n_starts=1)
+    assert steps.attrs["scale"] == "log"
+    assert np.array_equal(np.sort(steps["time"]), np.sort(steps["row"]))  # step == row order
+    on = online_held_out(steps)
+    tab = held_out_coverage(on, method="online").set_index("regime")
+    assert abs(tab.loc["all", "coverage"] - 0.9) <= 0.05  # 450 steps, a correct model
+    # the first steps of each fold keep that fold's conformal interval (the warm-up)
+    for _, part in on.groupby("fold"):
+        first = part.sort_values("time").iloc[0]
+        assert first["online_hi_0.9"] == pytest.approx(first["conformal_hi_0.9"], rel=1e-12)
+
+
+def test_interval_score_by_hand():
+    got = interval_score([1.0, 0.0, 5.0], [0.5, 0.5, 0.5], [2.0, 2.0, 2.0], 0.8)
+    assert got.tolist() == pytest.approx([1.5, 1.5 + 10 * 0.5, 1.5 + 10 * 3.0])
+
+
+def test_gamma_is_the_grid_minimum_of_the_stored_selection():
+    if not SELECTION.exists():
+        pytest.skip(f"{SELECTION.name} not generated (scripts/interval_study.py --forward)")
+    sel = pd.read_csv(SELECTION)
+    sel = sel[sel["method"] == "online"]
+    assert sorted(sel["gamma"].unique().tolist()) == sorted(GAMMA_GRID)
+    dev = sel[sel["runs"] == "development"].groupby("gamma")["interval_score"].mean()
+    assert dev.idxmin() == GAMMA
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"gamma": -0.1}, "gamma"), ({"gamma": float("nan")}, "gamma"), ({"gamma": True}, "gamma"),
+    ({"warmup": 0}, "warmup"), ({"warmup": 2.5}, "warmup"),
+])
+def test_bad_settings_are_refused(drift, kwargs, needle):
+    fit, _, second = drift
+    with pytest.raises(InputError, match=needle):
+        online_interval(fit, second, 0.9, **kwargs)
+
+
+def test_a_trace_without_measured_times_is_refused(drift):
+    fit, _, second = drift
+    with pytest.raises(InputError, match="measured"):
+        online_interval(fit, second.drop(columns="duration_ms"), 0.9)
+    with pytest.raises(InputError, match="not calibrated"):
+        online_interval(fit, second, 0.905)
+    with pytest.raises(InputError, match="held_out_intervals"):
+        online_held_out(pd.DataFrame({"y": [1.0]}))
+    with pytest.raises(InputError, match="one value per step"):
+        online_bounds([0.1, 0.2], [0.0], [1.0, 1.0], ["mixed"] * 2, ["short"] * 2, 0.9)
