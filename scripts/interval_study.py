@@ -52,8 +52,12 @@ from the folder's OTHER traces, the test trace and ``mixed-r1`` left out
 (:func:`perfmodel.stats.run_level.run_level_spread`, as ``perfmodel fit
 --run-traces`` does): columns ``run_sd``, ``run_n`` (runs it came from),
 ``conformal_run`` and ``width_run`` (``covered`` / ``covered_run``: the steps inside, for
-exact shares); ``deff`` and ``deff_run`` are the
-design effects of the two intervals' indicators within 25-step time blocks.  Regimes: ``all``; the phases of
+exact shares); a third time by the online interval
+(:func:`perfmodel.stats.interval_online.online_interval`: each step from the
+trace's measured steps before it, starting from the stored calibration):
+``online``, ``width_online``, ``covered_online``; ``deff``, ``deff_run`` and
+``deff_online`` are the design effects of the intervals' indicators within
+25-step time blocks.  Regimes: ``all``; the phases of
 :func:`perfmodel.stats.validation.regime`; ``short`` / ``medium`` / ``long`` by the
 calibration's rule (predicted time in the bottom, middle or top third of the
 training steps' predicted times); ``pred>=10ms`` (predicted time >= 10 ms).
@@ -113,7 +117,8 @@ run its fit saw.  ``-forward-online`` is the per-regime table of the same
 held-out steps covered by the online interval
 (:func:`perfmodel.stats.interval_online.online_held_out`: each window in time
 order, each step from the measured steps of the window before it, starting
-from the window's conformal interval), and ``-online-gamma`` the selection
+from the window's conformal interval; ``runs``: :func:`runs_role`), and
+``-online-gamma`` the selection
 of its step size: per run (all steps), method (``conformal``, or ``online``
 at each step size of the grid) and level, the mean interval score (Gneiting
 and Raftery 2007) on the fit scale and the coverage, each run labelled
@@ -387,7 +392,12 @@ def online_scores(steps: pd.DataFrame, name: str) -> pd.DataFrame:
     each step size of the grid (the selection of
     :data:`perfmodel.stats.interval_online.GAMMA`)."""
     from perfmodel.core.scale import get_scale
-    from perfmodel.stats.interval_online import GAMMA_GRID, interval_score, online_held_out
+    from perfmodel.stats.interval_online import (
+        GAMMA_GRID,
+        bound_scores,
+        interval_score,
+        online_held_out,
+    )
 
     scale = get_scale(steps.attrs["scale"])
     mu, y = steps["mu"].to_numpy(float), steps["y"].to_numpy(float)
@@ -397,8 +407,8 @@ def online_scores(steps: pd.DataFrame, name: str) -> pd.DataFrame:
         for lv in LEVELS:
             lo = on[f"{method}_lo_{lv}"].to_numpy(float)
             hi = on[f"{method}_hi_{lv}"].to_numpy(float)
-            sc = interval_score(scale.residual(y, mu), scale.residual(lo, mu),
-                                scale.residual(hi, mu), lv)
+            sc = interval_score(scale.residual(y, mu), bound_scores(scale, mu, lo, "lower"),
+                                bound_scores(scale, mu, hi, "upper"), lv)
             rows.append({"dataset": name, "runs": runs_role(name), "method": method,
                          "gamma": g, "level": lv, "n": len(y),
                          "interval_score": float(f"{sc.mean():.6g}"),
@@ -437,7 +447,8 @@ def forward(cpu_root: Path, starts: int):
                 **{k: (k, "sum") for k in inside}).reset_index()
             windows.append(win.assign(dataset=name, steps=variant))
             out.append(_tally(steps, "conformal", name, variant, len(d)))
-            online.append(_tally(online_held_out(steps), "online", name, variant, len(d)))
+            online.append(_tally(online_held_out(steps), "online", name, variant, len(d))
+                          .assign(runs=runs_role(name)))
             if variant == "all":
                 scores.append(online_scores(steps, name))
     win = pd.concat(windows, ignore_index=True)
@@ -457,6 +468,7 @@ def transfer(cpu_root: Path, starts: int) -> pd.DataFrame:
         coverage_clusters,
         regime_masks,
     )
+    from perfmodel.stats.interval_online import online_interval
     from perfmodel.stats.intervals import calibrate_intervals, conformal_interval
     from perfmodel.stats.run_level import run_level_spread
     from perfmodel.stats.run_term import run_term_record, with_run_term
@@ -487,8 +499,14 @@ def transfer(cpu_root: Path, starts: int) -> pd.DataFrame:
                                                clusters=clusters)
                             for cal in (None, term))
             cov_run = cov_run.set_index(["regime", "level"])
+            # the online interval: each step of the trace from its measured predecessors,
+            # starting from the stored (within-run) calibration, no run term
+            cov_on = coverage_by_regime(y, mu, {lv: online_interval(fit, test, lv)
+                                                for lv in LEVELS}, masks,
+                                        clusters=clusters).set_index(["regime", "level"])
             for r in cov.sort_values("level", kind="stable").itertuples():
                 m, rr = masks[r.regime], cov_run.loc[(r.regime, r.level)]
+                ro = cov_on.loc[(r.regime, r.level)]
                 rows.append({"dataset": mdir.name, "trace": name, "regime": r.regime,
                              "level": r.level, "n": r.n, "conformal": round(r.coverage, 3),
                              "width_conformal": round(r.width, 3),
@@ -500,7 +518,11 @@ def transfer(cpu_root: Path, starts: int) -> pd.DataFrame:
                              "deff": round(float(r.design_effect), 2),
                              "deff_run": round(float(rr["design_effect"]), 2),
                              "covered": round(float(r.coverage) * r.n),
-                             "covered_run": round(float(rr["coverage"]) * r.n)})
+                             "covered_run": round(float(rr["coverage"]) * r.n),
+                             "online": round(float(ro["coverage"]), 3),
+                             "width_online": round(float(ro["width"]), 3),
+                             "deff_online": round(float(ro["design_effect"]), 2),
+                             "covered_online": round(float(ro["coverage"]) * r.n)})
     return pd.DataFrame(rows)
 
 

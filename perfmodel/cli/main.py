@@ -296,9 +296,11 @@ def _predict_run_term(args, res) -> None:
         return
     if args.interval is None:
         raise InputError("--run-sd and --run-traces shape the interval: give --interval LEVEL")
-    if args.interval_method == "model":
+    if args.interval_method in ("model", "online"):
         raise InputError("--run-sd and --run-traces apply to the conformal interval, not to "
-                         "--interval-method model")
+                         f"--interval-method {args.interval_method}"
+                         + (" (it learns the run's level from the run's measured steps)"
+                            if args.interval_method == "online" else ""))
     if not res.interval_calibration:
         raise InputError(f"the fit in {args.fit} stores no interval calibration to add a "
                          "run-level term to (fit it with --intervals conformal)")
@@ -319,6 +321,9 @@ def cmd_predict(args):
     inputs = [args.fit, args.trace]
     out = check_output(args.output, args.force, inputs=inputs)
     res = _load_fit(args.fit)
+    if args.interval is None and args.interval_method != "auto":
+        raise InputError(f"--interval-method {args.interval_method} chooses the interval: give "
+                         "--interval LEVEL")
     df = read_trace(args.trace, drop_invalid=args.drop_invalid, require_duration=False)
     _predict_run_term(args, res)
     pred = res.predict(df)
@@ -344,8 +349,7 @@ def cmd_predict(args):
         obj["interval"] = {"level": iv.level, "method": iv.method,
                            "description": iv.description, "pools": iv.pools,
                            **({"calibration": iv.calibration} if iv.calibration else {})}
-        if res.interval_calibration and iv.method in ("conformal", "online"):
-            # the run-level term (None: none), README.md
+        if iv.method == "conformal":  # the run-level term (None: none), README.md
             obj["interval"]["run_term"] = res.interval_calibration.get("run_term")
         cols += ", lower_ms, upper_ms" + (", interval_regime" if iv.regime is not None else "")
         print(f"perfmodel: interval {iv.level:g}: {iv.method}: {iv.description}",

@@ -21,7 +21,7 @@ from perfmodel.data.trace_lists import parse_list_cells
 from perfmodel.data.trace_schema import LIST_COLUMNS, ROW_CONVENTION
 from perfmodel.errors import InputError
 
-__all__ = ["FEATURE_BLOCK", "has_context", "step_features", "time_order"]
+__all__ = ["FEATURE_BLOCK", "has_context", "step_features", "time_order", "time_rank"]
 
 
 def has_context(df) -> bool:
@@ -167,3 +167,18 @@ def time_order(df) -> np.ndarray:
                 raise InputError(f"time_order: {bad.message()} [{ROW_CONVENTION}]")
             return np.argsort(v, kind="stable").astype(np.int64)
     return np.arange(len(df), dtype=np.int64)
+
+
+def time_rank(df) -> np.ndarray:
+    """Each row's place in time order: the inverse permutation of :func:`time_order`.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        ``time_rank(df)[i]`` is how many steps of ``df`` ran before row ``i``
+        (ties in row order).
+    """
+    order = time_order(df)
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    return rank

@@ -114,15 +114,13 @@ def _check_time_ordered(time_ordered: Any) -> None:
 
 
 def _layout(df: pd.DataFrame, time_ordered: Any) -> _Layout:
-    from perfmodel.data.trace import time_order
+    from perfmodel.data.trace_features import time_order, time_rank
 
     _check_time_ordered(time_ordered)
     if time_ordered is None:
         time_ordered = is_time_ordered(df)
     n = len(df)
-    order = time_order(df)
-    rank = np.empty(n, np.int64)
-    rank[order] = np.arange(n)
+    order, rank = time_order(df), time_rank(df)
     if _RUN_COLUMN in df.columns:
         r = df[_RUN_COLUMN]
         if r.isna().any():

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from perfmodel._checks import check_int_range
-from perfmodel.data.trace_features import time_order
+from perfmodel.data.trace_features import time_rank
 from perfmodel.errors import InputError
 from perfmodel.stats.folds import DEFAULT_BLOCK
 from perfmodel.stats.interval_coverage import TOLERANCE, coverage_clusters, interval_check
@@ -157,8 +157,7 @@ def held_out_intervals(df: pd.DataFrame, *, levels=DEFAULT_LEVELS, model: str | 
     model = default_for(df) if model is None else model
     used, note, splits = resolved_folds(df, scheme, k=k, seed=seed, time_ordered=time_ordered,
                                         block=DEFAULT_BLOCK)
-    when = np.empty(len(df), dtype=np.int64)
-    when[time_order(df)] = np.arange(len(df))  # each step's place in time
+    when = time_rank(df)  # each step's place in time
     rows, scale = [], None
     for i, (tr, te) in enumerate(splits):
         train = df.iloc[tr].reset_index(drop=True)

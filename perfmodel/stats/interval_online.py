@@ -33,39 +33,62 @@ inference under distribution shift", NeurIPS 2021), per regime and per side:
    ``ceil((n + 1)(1 - a_t))`` among the ``n`` scores of the EARLIER measured
    steps in the finest pool holding at least ``max(warmup, ceil((1 - a) / a))``
    of them (``a = (1 - level) / 2``, the nominal miss rate of one side, so
-   that the nominal rank is finite); the lower bound is the mirror image.
-   The rank is kept in ``[1, n]``: where ACI would give an infinite (or
-   empty) interval after a run of misses (hits), the bound is the largest
-   (smallest) score seen.  Until a pool is that large, step ``t`` keeps its
-   starting interval: the fit's stored conformal interval
-   (:func:`perfmodel.stats.intervals.prediction_interval`, the model band
-   without a calibration).
+   that the nominal rank is finite) and enough for the rank at ``a_t`` (a
+   coarser pool holds more; where none does, ACI's bound would be infinite
+   and the extreme score of the largest pool is used); the lower bound is
+   the mirror image, each side choosing its own pool.
+   Until a pool is that large, step ``t`` keeps its starting interval: the
+   fit's stored conformal interval
+   (:func:`perfmodel.stats.intervals.conformal_interval`).
 4. *Adaptation.*  Each cell and side carries its own miss rate target
    ``a_t``, started at ``a`` and moved after each measured step of the cell
-   by ``a_{t+1} = a_t + gamma (a - miss_t)``: a miss widens the next bounds,
-   a run of hits narrows them, so the long-run miss rate of every cell
-   follows ``a`` under any drift (the guarantee of ACI, whose bound on the
-   deviation shrinks as ``1 / (gamma T)`` over ``T`` steps of a cell).
+   by ``a_{t+1} = a_t + gamma (a - miss_t)``, also while the starting
+   interval is in use (so the hand-off to the ranks starts from the rate
+   that interval's misses and hits left): a miss widens the next bounds, a
+   run of hits narrows them.
 
-The step size :data:`GAMMA` was selected, before the confirmation runs were
-looked at with it, as the value of the grid :data:`GAMMA_GRID` with the
-lowest mean interval score (Gneiting and Raftery, JASA 2007: width plus
-``2 / (1 - level)`` times the distance of a miss, a proper score that
+Where this departs from ACI, and what that costs: ACI lets ``a_t`` fall
+below 0 (an infinite bound) or rise above 1 (an empty interval), which is
+what bounds its long-run miss rate under any drift (by ``(1 + gamma) /
+(gamma T)`` over ``T`` steps of a cell); its rates then stay within
+``[-gamma, 1 + gamma]``.  Here the rank is kept in ``[1, n]``: a bound is
+always a score already seen, so the interval stays finite and usable (a
+coarser pool is used first where it holds the rank).  A
+finite bound can keep missing where ACI's infinite one would not, so the
+rates are kept in ACI's own range ``[-gamma, 1 + gamma]``: after a stretch
+of misses the bounds narrow again within about ``1 / a`` hits instead of
+hundreds (no wind-up), and where the clamp is not reached the update is
+ACI's.  The price: when a step's error lies beyond every error seen in its
+pool (a steady drift past all history, a first contended stretch), the
+interval misses it, and the miss rate of such a stretch is not bounded; the
+measured coverage (README.md, Prediction intervals, "Online intervals") is
+what this method is judged by.
+
+The step size :data:`GAMMA` is the value of the grid :data:`GAMMA_GRID`
+with the lowest mean interval score (Gneiting and Raftery, JASA 2007: width
+plus ``2 / (1 - level)`` times the distance of a miss, a proper score that
 penalises wide intervals as well as misses) over the development runs'
-forward windows (``scripts/interval_study.py --forward``; the selection
-table is stored in ``paper/results/interval_coverage_time-online-gamma.csv``
-and tests/stats/test_interval_online.py checks that :data:`GAMMA` is its
-minimum).  Steps without a measured time get an interval and add no score.
+forward windows (``scripts/interval_study.py --forward``, table
+``paper/results/interval_coverage_time-online-gamma.csv``;
+tests/stats/test_interval_online.py checks :data:`GAMMA` against it).
+:data:`WARMUP` (20) and the departures above were fixed by hand, not
+selected.  Steps without a measured time (:func:`perfmodel.stats.interval_coverage.measured`)
+get an interval and add no score.
 
 Verification
 ------------
-tests/stats/test_interval_online.py: the interval of step ``t`` does not
-change when any later step's time changes (no look-ahead); without a
-calibration and with ``gamma = 0`` the bounds are the order statistics of the
-earlier scores by hand; on a synthetic trace whose noise sd doubles half way
-the online interval's coverage of the second half is within 3 points of
-the level at 0.8 and 0.9 where the interval calibrated on the first half
-under-covers by more than 10 points; bad input is refused.
+tests/stats/test_interval_online.py: with ``gamma = 0`` the bounds are the
+conformal ranks of the earlier scores by hand; one hit-then-miss sequence
+moves both sides' ranks as computed by hand; after a stretch of misses the
+bounds narrow again within a few hits; the interval of step ``t`` does not
+change when any later step's time changes (no look-ahead), and is the same
+when the rows are shuffled with a ``step`` column; unmeasured steps teach
+nothing; on a synthetic trace whose noise sd doubles half way, the online
+interval's coverage of the second half is within 3 points of the level at
+0.8 and 0.9 where the interval calibrated on the first half under-covers by
+more than 10 points, on the log, weight and absolute fit scales; the
+held-out form starts each fold from its own interval; :data:`GAMMA` is the
+minimum of the stored selection; bad input is refused.
 """
 from __future__ import annotations
 
@@ -75,49 +98,55 @@ import math
 import numpy as np
 import pandas as pd
 
-from perfmodel.core.interval_calibration import pool_chain
-from perfmodel.core.scale import get_scale, scale_of
+from perfmodel._checks import check_int_range, check_number
+from perfmodel.core.interval_calibration import KEY, pool_chain
+from perfmodel.core.scale import get_scale
 from perfmodel.data.trace_features import time_order
 from perfmodel.errors import InputError
 from perfmodel.stats.interval_coverage import measured
 from perfmodel.stats.intervals import (
     Interval,
     _inverse,  # the one inverse of a score bound, open ends included
-    interval_regimes,
-    prediction_interval,
+    conformal_interval,
 )
 from perfmodel.stats.predictive import _level  # the one check of an interval level
 
-__all__ = ["GAMMA", "GAMMA_GRID", "METHOD", "WARMUP", "interval_score", "online_bounds",
-           "online_held_out", "online_interval"]
+__all__ = ["GAMMA", "GAMMA_GRID", "METHOD", "WARMUP", "bound_scores", "interval_score",
+           "online_bounds", "online_held_out", "online_interval"]
 
 #: the interval's method name (``Interval.method``, ``perfmodel predict --interval-method``)
 METHOD = "online"
 #: the step sizes the selection compared (module docstring)
 GAMMA_GRID = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
 #: the ACI step size: the grid value of lowest mean interval score on the development runs
-GAMMA = 0.05
+GAMMA = 0.02
 #: fewest earlier scores a pool needs before its rank replaces the starting interval
 WARMUP = 20
 
 
-def _check_gamma(gamma) -> float:
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(gamma) or not 0 <= gamma <= 1:
-        raise InputError(f"gamma must be a number in [0, 1], got {gamma!r}")
-    return float(gamma)
-
-
-def _check_warmup(warmup) -> int:
-    if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or warmup < 1:
-        raise InputError(f"warmup must be an integer >= 1, got {warmup!r}")
-    return int(warmup)
+def _settings(gamma, warmup) -> tuple[float, int]:
+    return check_number("gamma", gamma, lo=0.0, hi=1.0), check_int_range("warmup", warmup, 1)
 
 
 def _rank(m: int, rate: float) -> int:
     """The conformal rank ``ceil((m + 1)(1 - rate))`` among ``m`` scores, kept in [1, m]
     (1e-9 absorbs the rounding of ``1 - rate``: (10)(1 - 0.1) is 9, not 10)."""
     return min(max(math.ceil((m + 1) * (1.0 - rate) - 1e-9), 1), m)
+
+
+def _bound(history: dict, ready: list, rate: float, *, lower: bool) -> float:
+    """One side's bound: the rank at ``rate`` in the finest ready pool whose size holds that
+    rank (a coarser pool holds more scores), else the extreme score of the largest ready pool
+    (module docstring: where ACI's bound would be infinite)."""
+    for p in ready:
+        h = history[p]
+        m = len(h)
+        r = math.ceil((m + 1) * (1.0 - rate) - 1e-9)
+        if 1 <= r <= m:
+            return h[m - r] if lower else h[r - 1]
+    h = history[ready[-1]]
+    r = _rank(len(h), rate)
+    return h[len(h) - r] if lower else h[r - 1]
 
 
 def online_bounds(scores, start_lower, start_upper, phase, length, level, *,
@@ -135,7 +164,7 @@ def online_bounds(scores, start_lower, start_upper, phase, length, level, *,
     level : float
         Central coverage in (0, 1).
     gamma : float
-        ACI step size in [0, 1] (0: a rolling split-conformal rank without adaptation).
+        ACI step size in [0, 1] (0: a growing split-conformal rank without adaptation).
     warmup : int
         Fewest earlier scores a pool needs (the nominal rank's need is added).
 
@@ -145,7 +174,8 @@ def online_bounds(scores, start_lower, start_upper, phase, length, level, *,
         Score-scale bounds (ndarrays) and how many steps used each pool
         (``'start'``: the starting interval).
     """
-    level, gamma, warmup = _level(level), _check_gamma(gamma), _check_warmup(warmup)
+    level = _level(level)
+    gamma, warmup = _settings(gamma, warmup)
     s = np.asarray(scores, dtype=float).ravel()
     n = len(s)
     lo = np.asarray(start_lower, dtype=float).ravel().copy()
@@ -163,37 +193,59 @@ def online_bounds(scores, start_lower, start_upper, phase, length, level, *,
     for t in range(n):
         chain = pool_chain(str(phase[t]), str(length[t]))
         rates = target.setdefault(chain[0], [a, a])
-        pool = next((p for p in chain if len(history.get(p, ())) >= need), None)
-        if pool is not None:
-            h = history[pool]
-            m = len(h)
-            hi[t], lo[t] = h[_rank(m, rates[1]) - 1], h[m - _rank(m, rates[0])]
-        key = pool if pool is not None else "start"
+        ready = [p for p in chain if len(history.get(p, ())) >= need]
+        if ready:
+            lo[t] = _bound(history, ready, rates[0], lower=True)
+            hi[t] = _bound(history, ready, rates[1], lower=False)
+        key = ready[0] if ready else "start"
         used[key] = used.get(key, 0) + 1
         if np.isnan(s[t]):
             continue
-        rates[0] += gamma * (a - float(s[t] < lo[t]))
-        rates[1] += gamma * (a - float(s[t] > hi[t]))
+        # kept in [-gamma, 1 + gamma], the range ACI's own rates keep where a bound may be
+        # infinite: no wind-up while the finite bound keeps missing (module docstring)
+        rates[0] = min(max(rates[0] + gamma * (a - float(s[t] < lo[t])), -gamma), 1.0 + gamma)
+        rates[1] = min(max(rates[1] + gamma * (a - float(s[t] > hi[t])), -gamma), 1.0 + gamma)
         for p in chain:
             bisect.insort(history.setdefault(p, []), float(s[t]))
     return lo, hi, used
 
 
-def _scores_of_bounds(scale, mu, bound, side: str) -> np.ndarray:
-    """A ms bound as a score: open ends (0 on a positive scale, +-inf) as -inf / inf."""
-    out = np.full(len(mu), -np.inf if side == "lower" else np.inf)
+def bound_scores(scale, mu, bound, side: str) -> np.ndarray:
+    """Interval bounds (ms) as fit-scale scores about ``mu``; open ends (a bound at or
+    below 0 on a positive scale, +-inf, past the weight scale's pole) as -inf / inf.
+
+    Parameters
+    ----------
+    scale : :class:`perfmodel.core.scale.FitScale`
+    mu : array_like, predictions (ms)
+    bound : array_like, lower or upper bounds (ms), one per prediction
+    side : ``'lower'`` or ``'upper'``
+
+    Returns
+    -------
+    ndarray
+    """
+    if side not in ("lower", "upper"):
+        raise InputError(f"side must be 'lower' or 'upper', got {side!r}")
+    mu, bound = np.asarray(mu, dtype=float), np.asarray(bound, dtype=float)
+    if mu.shape != bound.shape:
+        raise InputError("mu and bound must have one value per step")
+    out = np.full(mu.shape, -np.inf if side == "lower" else np.inf)
     ok = np.isfinite(bound) & ((bound > 0) if scale.positive else True)
-    out[ok] = scale.residual(bound[ok], mu[ok])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out[ok] = scale.residual(bound[ok], mu[ok])
+    out[~np.isfinite(out)] = -np.inf if side == "lower" else np.inf
     return out
 
 
 def _online(scale, y, mu, start: Interval, phase, length, order, gamma, warmup):
-    """The online bounds in ms of steps in any order, computed in ``order`` (time order)."""
-    ok = np.isfinite(y) & ((y > 0) if scale.positive else True)
+    """The online bounds in ms of steps in any order, computed in ``order`` (time order);
+    ``y`` NaN where a step has no measured time."""
+    ok = np.isfinite(y)
     s = np.full(len(y), np.nan)
     s[ok] = scale.residual(y[ok], mu[ok])
-    slo = _scores_of_bounds(scale, mu, np.asarray(start.lower, float), "lower")
-    shi = _scores_of_bounds(scale, mu, np.asarray(start.upper, float), "upper")
+    slo = bound_scores(scale, mu, np.asarray(start.lower, float), "lower")
+    shi = bound_scores(scale, mu, np.asarray(start.upper, float), "upper")
     lo_o, hi_o, used = online_bounds(s[order], slo[order], shi[order], phase[order],
                                      length[order], start.level, gamma=gamma, warmup=warmup)
     lo, hi = np.empty(len(y)), np.empty(len(y))
@@ -208,52 +260,52 @@ def online_interval(fit, df: pd.DataFrame, level, *, gamma: float = GAMMA,
     Parameters
     ----------
     fit : FitResult
-        Its prediction and scale give the scores; its stored conformal
-        calibration (if any) gives the regimes and the starting interval.
+        With its stored conformal calibration (``perfmodel fit`` stores one by
+        default): its prediction and scale give the scores, the calibration
+        the regimes and the starting interval.
     df : DataFrame
-        A step trace with ``duration_ms`` (steps without a measured time get
-        an interval and teach nothing); time order from ``step`` /
-        ``timestamp`` or the row order.
+        A step trace with ``duration_ms`` (steps without a measured time,
+        :func:`perfmodel.stats.interval_coverage.measured`, get an interval and
+        teach nothing); time order from ``step`` / ``timestamp`` or the row order.
     level : float
-        Central coverage; with a calibration, one of its stored levels.
+        One of the calibration's stored levels.
     gamma, warmup : see :func:`online_bounds`
 
     Returns
     -------
     Interval
-        Method ``'online'``; ``regime`` the calibration's ``'phase|length'``
-        (length by the model band's thirds of ``df``'s predictions without one).
+        Method ``'online'``; ``regime`` the calibration's ``'phase|length'``.
 
     Raises
     ------
     InputError
-        No measured step time in ``df``, a bad level, ``gamma`` or ``warmup``.
+        No calibration, no measured step time in ``df``, a level not stored,
+        a bad ``gamma`` or ``warmup``.
     """
     if not isinstance(df, pd.DataFrame):
         raise InputError("df must be a pandas DataFrame of steps")
-    gamma, warmup = _check_gamma(gamma), _check_warmup(warmup)
-    if not measured(df).any():
+    gamma, warmup = _settings(gamma, warmup)
+    if not getattr(fit, "interval_calibration", None):
+        raise InputError(f"the online interval starts from the fit's stored {KEY} (its "
+                         "regimes and first interval): refit with perfmodel fit --intervals "
+                         "conformal")
+    ok = measured(df)
+    if not ok.any():
         raise InputError("an online interval learns from measured steps: the trace has no "
                          "measured duration_ms (use the stored interval for an advance "
                          "prediction)")
-    start = prediction_interval(fit, df, level)
+    start = conformal_interval(fit, df, level)
     mu = np.asarray(fit.predict(df), dtype=float).ravel()
-    cal = getattr(fit, "interval_calibration", None)
-    if start.regime is not None:
-        phase, length = (np.array(v, dtype=object) for v in zip(*(r.split("|", 1)
-                                                                  for r in start.regime)))
-        scale = get_scale(cal["scale"])
-    else:  # no calibration: the model band starts, the thirds of these predictions split
-        phase, length = interval_regimes(df, mu, np.quantile(mu, [1 / 3, 2 / 3]).tolist())
-        scale = scale_of(fit)
-    y = pd.to_numeric(df["duration_ms"], errors="coerce").to_numpy(float)
-    lo, hi, used = _online(scale, y, mu, start, np.asarray(phase), np.asarray(length),
-                           time_order(df), gamma, warmup)
+    phase, length = (np.array(v, dtype=object) for v in zip(*(r.split("|", 1)
+                                                              for r in start.regime)))
+    scale = get_scale(fit.interval_calibration["scale"])
+    y = np.where(ok, pd.to_numeric(df["duration_ms"], errors="coerce").to_numpy(float), np.nan)
+    lo, hi, used = _online(scale, y, mu, start, phase, length, time_order(df), gamma, warmup)
     text = (f"online adaptive conformal (ACI, gamma {gamma:g}, warm-up {warmup}): each step's "
             f"bounds are ranks of the {scale.name}-scale errors of the measured steps BEFORE it "
-            f"in its regime (pools used: {used}); it starts from: {start.method}")
-    return Interval(start.level, METHOD, lo, hi, text, used, start.calibration,
-                    np.array([f"{p}|{q}" for p, q in zip(phase, length)], dtype=object))
+            f"in its regime (pools used: {used}); until a pool is large enough, the stored "
+            "conformal interval")
+    return Interval(start.level, METHOD, lo, hi, text, used, start.calibration, start.regime)
 
 
 def online_held_out(steps: pd.DataFrame, *, gamma: float = GAMMA,
@@ -268,8 +320,9 @@ def online_held_out(steps: pd.DataFrame, *, gamma: float = GAMMA,
 
     Parameters
     ----------
-    steps : DataFrame of ``held_out_intervals`` (needs its ``time`` column and
-        ``scale`` attribute)
+    steps : DataFrame of ``held_out_intervals`` (its ``time`` column, its
+        ``conformal_lo_`` / ``conformal_hi_`` columns, and its ``scale`` and
+        ``levels`` attributes)
     gamma, warmup : see :func:`online_bounds`
 
     Returns
@@ -277,14 +330,20 @@ def online_held_out(steps: pd.DataFrame, *, gamma: float = GAMMA,
     DataFrame
         A copy with ``online_lo_{level}`` and ``online_hi_{level}`` per level.
     """
-    need = {"fold", "time", "phase", "length", "mu", "y"}
-    if not isinstance(steps, pd.DataFrame) or not need <= set(steps.columns) \
-            or "scale" not in steps.attrs:
+    if not isinstance(steps, pd.DataFrame):
         raise InputError("steps must be the frame of held_out_intervals")
-    gamma, warmup = _check_gamma(gamma), _check_warmup(warmup)
+    levels = steps.attrs.get("levels") or []
+    need = {"fold", "time", "phase", "length", "mu", "y"} | {
+        f"conformal_{b}_{lv}" for lv in levels for b in ("lo", "hi")}
+    missing = sorted(need - set(steps.columns)) + [
+        f"attrs[{k!r}]" for k in ("scale", "levels") if not steps.attrs.get(k)]
+    if missing:
+        raise InputError(f"steps must be the frame of held_out_intervals; missing: "
+                         f"{', '.join(missing)}")
+    gamma, warmup = _settings(gamma, warmup)
     scale = get_scale(steps.attrs["scale"])
     out = steps.copy()
-    for lv in steps.attrs.get("levels", ()):
+    for lv in levels:
         lo_all = np.empty(len(steps))
         hi_all = np.empty(len(steps))
         for rows in steps.groupby("fold", sort=True).indices.values():
@@ -305,11 +364,13 @@ def interval_score(y, lower, upper, level) -> np.ndarray:
 
     ``(upper - lower) + (2 / a)(lower - y)[y < lower] + (2 / a)(y - upper)[y > upper]``
     with ``a = 1 - level``: lower is better; a proper score of the interval
-    (width and misses together), in the units of ``y``.
+    (width and misses together), in the units of ``y``; ``inf`` for an
+    interval with an open end.
 
     Parameters
     ----------
-    y, lower, upper : array_like of one shape (finite)
+    y : array_like, finite
+    lower, upper : array_like of the shape of ``y`` (``-inf`` / ``inf`` allowed, not NaN)
     level : float in (0, 1)
 
     Returns
@@ -318,7 +379,9 @@ def interval_score(y, lower, upper, level) -> np.ndarray:
     """
     a = 1.0 - _level(level)
     y, lo, hi = (np.asarray(v, dtype=float) for v in (y, lower, upper))
-    if not (y.shape == lo.shape == hi.shape) or not all(np.isfinite(v).all()
-                                                        for v in (y, lo, hi)):
-        raise InputError("y, lower and upper must be finite arrays of one shape")
-    return (hi - lo) + (2 / a) * np.maximum(lo - y, 0) + (2 / a) * np.maximum(y - hi, 0)
+    if not (y.shape == lo.shape == hi.shape) or not np.isfinite(y).all() \
+            or np.isnan(lo).any() or np.isnan(hi).any():
+        raise InputError("y (finite), lower and upper (not NaN) must be arrays of one shape")
+    with np.errstate(invalid="ignore"):
+        miss = (2 / a) * (np.where(y < lo, lo - y, 0.0) + np.where(y > hi, y - hi, 0.0))
+    return (hi - lo) + miss

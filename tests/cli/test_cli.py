@@ -349,6 +349,14 @@ def test_predict_online_interval_is_the_package_online_interval(fit_json, tmp_pa
     rc, _, err = run(["predict", fit_json, bare, "-o", tmp_path / "no.csv", "--interval",
                       "0.9", "--interval-method", "online"])
     assert rc == 2 and "measured" in err and not (tmp_path / "no.csv").exists()
+    # the method without a level, or with a run-level term it would not use: refused
+    rc, _, err = run(["predict", fit_json, EXAMPLE, "-o", tmp_path / "no.csv",
+                      "--interval-method", "online"])
+    assert rc == 2 and "give --interval LEVEL" in err and len(err.strip().splitlines()) == 1
+    rc, _, err = run(["predict", fit_json, EXAMPLE, "-o", tmp_path / "no.csv", "--interval",
+                      "0.9", "--interval-method", "online", "--run-sd", "0.05"])
+    assert rc == 2 and "not to --interval-method online" in err
+    assert not (tmp_path / "no.csv").exists()
 
 
 def test_predict_interval_checks_coverage_where_the_trace_has_measured_times(fit_json,

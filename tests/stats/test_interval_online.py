@@ -42,12 +42,16 @@ def _drifting(n_half=1200):
             b.drop(columns=["step", "timestamp"]).reset_index(drop=True))
 
 
+def _fitted(first, relative="log"):
+    fit = fit_model(first, "seed_id", n_starts=1, relative=relative)
+    fit.interval_calibration = calibrate_intervals(fit, first, n_starts=1)
+    return fit
+
+
 @pytest.fixture(scope="module")
 def drift():
     first, second = _drifting()
-    fit = fit_model(first, "seed_id", n_starts=1)
-    fit.interval_calibration = calibrate_intervals(fit, first, n_starts=1)
-    return fit, first, second
+    return _fitted(first), first, second
 
 
 def _one_cell(n):
@@ -73,14 +77,33 @@ def test_gamma_zero_bounds_are_the_conformal_ranks_of_the_earlier_scores_by_hand
 def test_a_miss_widens_the_next_bound_and_hits_narrow_it():
     s = np.r_[np.linspace(-1, 1, 20), 5.0, 0.0]  # step 20 misses high
     phase, length = _one_cell(len(s))
-    _, hi, _ = online_bounds(s, np.full(22, -9.0), np.full(22, 9.0), phase, length, 0.8,
-                             gamma=0.05, warmup=20)
+    lo, hi, _ = online_bounds(s, np.full(22, -9.0), np.full(22, 9.0), phase, length, 0.8,
+                              gamma=0.05, warmup=20)
     # by hand: a = 0.1; 20 hits inside the starting interval move the upper target
     # a_t = 0.1 + 20 * 0.05 * 0.1 = 0.2, so step 20 takes rank ceil(21 * 0.8) = 17 of 20
     # (gamma = 0 would take ceil(21 * 0.9) = 19); the miss moves it by 0.05 * (0.1 - 1) to
     # 0.155, so step 21 takes rank ceil(22 * 0.845) = 19 of 21
     assert hi[20] == np.sort(s[:20])[16]
     assert hi[21] == np.sort(s[:21])[18]
+    # the lower side hit all 21 times: 0.2 at step 20 (rank 17 from the top: the 4th smallest),
+    # then 0.205, rank ceil(22 * 0.795) = 18 from the top of 21: the 4th smallest again
+    assert lo[20] == np.sort(s[:20])[3]
+    assert lo[21] == np.sort(s[:21])[3]
+
+
+def test_after_a_stretch_of_misses_the_bounds_narrow_again_within_a_few_hits():
+    rng = np.random.default_rng(1)
+    s = np.r_[rng.normal(size=30), np.linspace(5, 9, 40), np.zeros(30)]
+    phase, length = _one_cell(len(s))
+    _, hi, _ = online_bounds(s, np.full(100, -20.0), np.full(100, 20.0), phase, length, 0.8,
+                             gamma=0.05, warmup=20)
+    seen_max = np.maximum.accumulate(s)
+    # during the rising stretch every step misses and the bound is the largest score seen
+    assert np.all(s[31:70] > hi[31:70]) and np.all(hi[40:70] == seen_max[39:69])
+    # a_t kept at -gamma = -0.05: each hit lifts it by 0.05 * 0.1, so the bound leaves the
+    # maximum within 20 hits (an unbounded a_t would have fallen to 0.1 - 40 * 0.045 = -1.7:
+    # 340 hits)
+    assert np.any(hi[70:90] < seen_max[69:89])
 
 
 def test_no_look_ahead_later_times_do_not_move_earlier_intervals(drift):
@@ -116,6 +139,27 @@ def test_online_interval_on_the_steps_it_was_calibrated_on_stays_near_the_level(
                               for q in ("short", "medium", "long")}
 
 
+def test_shuffled_rows_with_step_numbers_give_each_step_the_same_interval(drift):
+    fit, _, second = drift
+    timed = second.assign(step=np.arange(len(second)))
+    base = online_interval(fit, timed, 0.9)
+    perm = np.random.default_rng(5).permutation(len(timed))
+    shuffled = online_interval(fit, timed.iloc[perm].reset_index(drop=True), 0.9)
+    assert np.allclose(shuffled.lower, base.lower[perm], rtol=1e-12)
+    assert np.allclose(shuffled.upper, base.upper[perm], rtol=1e-12)
+
+
+@pytest.mark.parametrize("relative", ["weight", "absolute"])
+def test_the_other_fit_scales_follow_the_drift_too(relative):
+    first, second = _drifting()
+    fit = _fitted(first, relative)
+    mu = fit.predict(second)
+    stored = interval_check(second, mu, conformal_interval(fit, second, 0.9))
+    online = interval_check(second, mu, online_interval(fit, second, 0.9))
+    assert stored.set_index("regime").loc["all", "coverage"] < 0.8
+    assert abs(online.set_index("regime").loc["all", "coverage"] - 0.9) <= 0.03
+
+
 def test_unmeasured_steps_get_an_interval_and_teach_nothing(drift):
     fit, _, second = drift
     gap = second.copy()
@@ -147,6 +191,9 @@ def test_held_out_online_uses_each_fold_from_its_own_interval_and_time_order():
 def test_interval_score_by_hand():
     got = interval_score([1.0, 0.0, 5.0], [0.5, 0.5, 0.5], [2.0, 2.0, 2.0], 0.8)
     assert got.tolist() == pytest.approx([1.5, 1.5 + 10 * 0.5, 1.5 + 10 * 3.0])
+    assert np.isinf(interval_score([1.0], [0.5], [np.inf], 0.9)).all()  # an open end
+    with pytest.raises(InputError, match="not NaN"):
+        interval_score([1.0], [np.nan], [2.0], 0.9)
 
 
 def test_gamma_is_the_grid_minimum_of_the_stored_selection():
@@ -169,13 +216,16 @@ def test_bad_settings_are_refused(drift, kwargs, needle):
         online_interval(fit, second, 0.9, **kwargs)
 
 
-def test_a_trace_without_measured_times_is_refused(drift):
-    fit, _, second = drift
+def test_a_trace_without_measured_times_or_a_fit_without_calibration_is_refused(drift):
+    fit, first, second = drift
+    bare = fit_model(first, "seed_id", n_starts=1)
+    with pytest.raises(InputError, match="stored interval_calibration"):
+        online_interval(bare, second, 0.9)
     with pytest.raises(InputError, match="measured"):
         online_interval(fit, second.drop(columns="duration_ms"), 0.9)
     with pytest.raises(InputError, match="not calibrated"):
         online_interval(fit, second, 0.905)
-    with pytest.raises(InputError, match="held_out_intervals"):
+    with pytest.raises(InputError, match="missing: fold, length, mu, phase, time"):
         online_held_out(pd.DataFrame({"y": [1.0]}))
     with pytest.raises(InputError, match="one value per step"):
         online_bounds([0.1, 0.2], [0.0], [1.0, 1.0], ["mixed"] * 2, ["short"] * 2, 0.9)
