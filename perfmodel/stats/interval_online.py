@@ -34,9 +34,12 @@ inference under distribution shift", NeurIPS 2021), per regime and per side:
    steps in the finest pool holding at least ``max(warmup, ceil((1 - a) / a))``
    of them (``a = (1 - level) / 2``, the nominal miss rate of one side, so
    that the nominal rank is finite) and enough for the rank at ``a_t`` (a
-   coarser pool holds more; where none does, ACI's bound would be infinite
-   and the extreme score of the largest pool is used); the lower bound is
-   the mirror image, each side choosing its own pool.
+   coarser pool holds more, and its rank is taken no nearer the centre than
+   the finer pool's extreme, so a bound never moves inwards as ``a_t`` falls;
+   where no pool holds it, ACI's bound would be infinite and the extreme
+   score of the largest pool is used, and at ``a_t >= 1``, ACI's empty
+   interval, the opposite extreme); the lower bound is the mirror image,
+   each side choosing its own pool.
    Until a pool is that large, step ``t`` keeps its starting interval: the
    fit's stored conformal interval
    (:func:`perfmodel.stats.intervals.conformal_interval`).
@@ -44,7 +47,8 @@ inference under distribution shift", NeurIPS 2021), per regime and per side:
    ``a_t``, started at ``a`` and moved after each measured step of the cell
    by ``a_{t+1} = a_t + gamma (a - miss_t)``, also while the starting
    interval is in use (so the hand-off to the ranks starts from the rate
-   that interval's misses and hits left): a miss widens the next bounds, a
+   that interval's misses and hits left): a miss widens the next bounds (or
+   keeps them, at the extreme), a
    run of hits narrows them.
 
 Where this departs from ACI, and what that costs: ACI lets ``a_t`` fall
@@ -134,19 +138,31 @@ def _rank(m: int, rate: float) -> int:
     return min(max(math.ceil((m + 1) * (1.0 - rate) - 1e-9), 1), m)
 
 
-def _bound(history: dict, ready: list, rate: float, *, lower: bool) -> float:
-    """One side's bound: the rank at ``rate`` in the finest ready pool whose size holds that
-    rank (a coarser pool holds more scores), else the extreme score of the largest ready pool
-    (module docstring: where ACI's bound would be infinite)."""
+def _bound(history: dict, ready: list, rate: float, *, lower: bool) -> tuple[float, str]:
+    """One side's bound and the pool it came from (module docstring, Method 3).
+
+    The rank at ``rate`` in the finest ready pool that holds it; where a finer pool does not
+    (``rate`` below about ``1 / (m + 1)``: ACI's bound would be infinite), the coarser pool's
+    rank is taken no nearer the centre than the finer pool's extreme, so the bound never
+    moves inwards as ``rate`` falls; where no pool holds it, the extreme score of the
+    largest pool (at ``rate >= 1``, ACI's empty interval: the opposite extreme).
+    """
+    outermost = None  # the extreme of the largest pool that could not hold the rank
     for p in ready:
         h = history[p]
         m = len(h)
         r = math.ceil((m + 1) * (1.0 - rate) - 1e-9)
         if 1 <= r <= m:
-            return h[m - r] if lower else h[r - 1]
+            v = h[m - r] if lower else h[r - 1]
+            if outermost is not None:
+                v = min(v, outermost) if lower else max(v, outermost)
+            return v, p
+        if r > m:
+            outermost = h[0] if lower else h[-1]
     h = history[ready[-1]]
-    r = _rank(len(h), rate)
-    return h[len(h) - r] if lower else h[r - 1]
+    if rate >= 1.0:
+        return (h[-1] if lower else h[0]), ready[-1]
+    return (h[0] if lower else h[-1]), ready[-1]
 
 
 def online_bounds(scores, start_lower, start_upper, phase, length, level, *,
@@ -171,8 +187,8 @@ def online_bounds(scores, start_lower, start_upper, phase, length, level, *,
     Returns
     -------
     (lower, upper, used)
-        Score-scale bounds (ndarrays) and how many steps used each pool
-        (``'start'``: the starting interval).
+        Score-scale bounds (ndarrays) and, per side (``'lower'``, ``'upper'``), how many
+        steps took their bound from each pool (``'start'``: the starting interval).
     """
     level = _level(level)
     gamma, warmup = _settings(gamma, warmup)
@@ -189,16 +205,18 @@ def online_bounds(scores, start_lower, start_upper, phase, length, level, *,
     need = max(warmup, math.ceil((1.0 - a) / a - 1e-9))  # the nominal rank is finite
     history: dict[str, list[float]] = {}  # sorted scores of the earlier steps, per pool
     target: dict[str, list[float]] = {}   # a_t per cell: [lower side, upper side]
-    used: dict[str, int] = {}
+    used: dict[str, dict[str, int]] = {"lower": {}, "upper": {}}
     for t in range(n):
         chain = pool_chain(str(phase[t]), str(length[t]))
         rates = target.setdefault(chain[0], [a, a])
         ready = [p for p in chain if len(history.get(p, ())) >= need]
+        pools = ("start", "start")
         if ready:
-            lo[t] = _bound(history, ready, rates[0], lower=True)
-            hi[t] = _bound(history, ready, rates[1], lower=False)
-        key = ready[0] if ready else "start"
-        used[key] = used.get(key, 0) + 1
+            lo[t], p_lo = _bound(history, ready, rates[0], lower=True)
+            hi[t], p_hi = _bound(history, ready, rates[1], lower=False)
+            pools = (p_lo, p_hi)
+        for side, p in zip(("lower", "upper"), pools):
+            used[side][p] = used[side].get(p, 0) + 1
         if np.isnan(s[t]):
             continue
         # kept in [-gamma, 1 + gamma], the range ACI's own rates keep where a bound may be
@@ -241,7 +259,7 @@ def bound_scores(scale, mu, bound, side: str) -> np.ndarray:
 def _online(scale, y, mu, start: Interval, phase, length, order, gamma, warmup):
     """The online bounds in ms of steps in any order, computed in ``order`` (time order);
     ``y`` NaN where a step has no measured time."""
-    ok = np.isfinite(y)
+    ok = np.isfinite(y) & (y > 0)  # measured's rule (perfmodel.stats.interval_coverage)
     s = np.full(len(y), np.nan)
     s[ok] = scale.residual(y[ok], mu[ok])
     slo = bound_scores(scale, mu, np.asarray(start.lower, float), "lower")

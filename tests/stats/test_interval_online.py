@@ -71,7 +71,8 @@ def test_gamma_zero_bounds_are_the_conformal_ranks_of_the_earlier_scores_by_hand
         h = np.sort(s[:t])
         r = min(math.ceil((t + 1) * (1 - a)), t)
         assert hi[t] == h[r - 1] and lo[t] == h[t - r]
-    assert used == {"start": need, "mixed|short": 120 - need}
+    assert used == {side: {"start": need, "mixed|short": 120 - need}
+                    for side in ("lower", "upper")}
 
 
 def test_a_miss_widens_the_next_bound_and_hits_narrow_it():
@@ -89,6 +90,25 @@ def test_a_miss_widens_the_next_bound_and_hits_narrow_it():
     # then 0.205, rank ceil(22 * 0.795) = 18 from the top of 21: the 4th smallest again
     assert lo[20] == np.sort(s[:20])[3]
     assert lo[21] == np.sort(s[:21])[3]
+
+
+def test_a_bound_moves_outwards_as_the_miss_rate_falls_across_pools():
+    from perfmodel.stats.interval_online import _bound
+
+    # the cell's 20 scores lie in 1.00..1.19; its phase pool adds 2000 small ones: below a
+    # rate of 1/21 the cell cannot hold the rank, and the phase pool's rank (near 0.2) must not
+    # pull the upper bound inside the cell's range (nor the lower bound, mirrored)
+    cell = [1.0 + 0.01 * i for i in range(20)]
+    phase = sorted(cell + [0.0001 * i for i in range(2000)])
+    hist = {"mixed|short": cell, "mixed|*": phase, "*|*": phase}
+    ready = ["mixed|short", "mixed|*", "*|*"]
+    rates = np.linspace(0.2, -0.05, 126)
+    upper = [_bound(hist, ready, r, lower=False)[0] for r in rates]
+    assert np.all(np.diff(upper) >= 0) and upper[-1] == max(phase)
+    assert _bound(hist, ready, 0.047, lower=False)[0] >= max(cell)
+    mirrored = {k: sorted(-v for v in h) for k, h in hist.items()}
+    lower = [_bound(mirrored, ready, r, lower=True)[0] for r in rates]
+    assert np.allclose(lower, -np.asarray(upper))
 
 
 def test_after_a_stretch_of_misses_the_bounds_narrow_again_within_a_few_hits():
@@ -139,6 +159,15 @@ def test_online_interval_on_the_steps_it_was_calibrated_on_stays_near_the_level(
                               for q in ("short", "medium", "long")}
 
 
+def test_the_interval_of_a_prefix_is_the_prefix_of_the_interval(drift):
+    fit, _, second = drift
+    full = online_interval(fit, second, 0.9)
+    for k in (150, 700):
+        part = online_interval(fit, second.iloc[:k], 0.9)
+        assert np.array_equal(part.lower, full.lower[:k])
+        assert np.array_equal(part.upper, full.upper[:k])
+
+
 def test_shuffled_rows_with_step_numbers_give_each_step_the_same_interval(drift):
     fit, _, second = drift
     timed = second.assign(step=np.arange(len(second)))
@@ -154,10 +183,11 @@ def test_the_other_fit_scales_follow_the_drift_too(relative):
     first, second = _drifting()
     fit = _fitted(first, relative)
     mu = fit.predict(second)
-    stored = interval_check(second, mu, conformal_interval(fit, second, 0.9))
-    online = interval_check(second, mu, online_interval(fit, second, 0.9))
-    assert stored.set_index("regime").loc["all", "coverage"] < 0.8
-    assert abs(online.set_index("regime").loc["all", "coverage"] - 0.9) <= 0.03
+    for lv in (0.8, 0.9):
+        stored = interval_check(second, mu, conformal_interval(fit, second, lv))
+        online = interval_check(second, mu, online_interval(fit, second, lv))
+        assert stored.set_index("regime").loc["all", "coverage"] < lv - 0.10
+        assert abs(online.set_index("regime").loc["all", "coverage"] - lv) <= 0.03
 
 
 def test_unmeasured_steps_get_an_interval_and_teach_nothing(drift):
@@ -181,7 +211,8 @@ def test_held_out_online_uses_each_fold_from_its_own_interval_and_time_order():
     assert np.array_equal(np.sort(steps["time"]), np.sort(steps["row"]))  # step == row order
     on = online_held_out(steps)
     tab = held_out_coverage(on, method="online").set_index("regime")
-    assert abs(tab.loc["all", "coverage"] - 0.9) <= 0.05  # 450 steps, a correct model
+    # 450 steps of a correct model, in small pools: the s.e. of a calibrated share is 0.014
+    assert abs(tab.loc["all", "coverage"] - 0.9) <= 0.03
     # the first steps of each fold keep that fold's conformal interval (the warm-up)
     for _, part in on.groupby("fold"):
         first = part.sort_values("time").iloc[0]
