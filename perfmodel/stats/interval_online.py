@@ -256,16 +256,17 @@ def bound_scores(scale, mu, bound, side: str) -> np.ndarray:
     return out
 
 
-def _online(scale, y, mu, start: Interval, phase, length, order, gamma, warmup):
-    """The online bounds in ms of steps in any order, computed in ``order`` (time order);
-    ``y`` NaN where a step has no measured time."""
+def _online(scale, y, mu, level, start_lower, start_upper, phase, length, order, gamma,
+            warmup):
+    """The online bounds in ms of steps in any order, computed in ``order`` (time order),
+    from the starting bounds (ms); ``y`` NaN where a step has no measured time."""
     ok = np.isfinite(y) & (y > 0)  # measured's rule (perfmodel.stats.interval_coverage)
     s = np.full(len(y), np.nan)
     s[ok] = scale.residual(y[ok], mu[ok])
-    slo = bound_scores(scale, mu, np.asarray(start.lower, float), "lower")
-    shi = bound_scores(scale, mu, np.asarray(start.upper, float), "upper")
+    slo = bound_scores(scale, mu, np.asarray(start_lower, float), "lower")
+    shi = bound_scores(scale, mu, np.asarray(start_upper, float), "upper")
     lo_o, hi_o, used = online_bounds(s[order], slo[order], shi[order], phase[order],
-                                     length[order], start.level, gamma=gamma, warmup=warmup)
+                                     length[order], level, gamma=gamma, warmup=warmup)
     lo, hi = np.empty(len(y)), np.empty(len(y))
     lo[order], hi[order] = lo_o, hi_o
     return _inverse(scale, mu, lo, "lower"), _inverse(scale, mu, hi, "upper"), used
@@ -318,7 +319,8 @@ def online_interval(fit, df: pd.DataFrame, level, *, gamma: float = GAMMA,
                                                               for r in start.regime)))
     scale = get_scale(fit.interval_calibration["scale"])
     y = np.where(ok, pd.to_numeric(df["duration_ms"], errors="coerce").to_numpy(float), np.nan)
-    lo, hi, used = _online(scale, y, mu, start, phase, length, time_order(df), gamma, warmup)
+    lo, hi, used = _online(scale, y, mu, start.level, start.lower, start.upper, phase, length,
+                           time_order(df), gamma, warmup)
     text = (f"online adaptive conformal (ACI, gamma {gamma:g}, warm-up {warmup}): each step's "
             f"bounds are ranks of the {scale.name}-scale errors of the measured steps BEFORE it "
             f"in its regime (pools used: {used}); until a pool is large enough, the stored "
@@ -366,10 +368,10 @@ def online_held_out(steps: pd.DataFrame, *, gamma: float = GAMMA,
         hi_all = np.empty(len(steps))
         for rows in steps.groupby("fold", sort=True).indices.values():
             part = steps.iloc[rows]
-            start = Interval(lv, "conformal", part[f"conformal_lo_{lv}"].to_numpy(float),
-                             part[f"conformal_hi_{lv}"].to_numpy(float), "", {})
-            lo, hi, _ = _online(scale, part["y"].to_numpy(float), part["mu"].to_numpy(float),
-                                start, part["phase"].to_numpy(dtype=object),
+            lo, hi, _ = _online(scale, part["y"].to_numpy(float), part["mu"].to_numpy(float), lv,
+                                part[f"conformal_lo_{lv}"].to_numpy(float),
+                                part[f"conformal_hi_{lv}"].to_numpy(float),
+                                part["phase"].to_numpy(dtype=object),
                                 part["length"].to_numpy(dtype=object),
                                 np.argsort(part["time"].to_numpy(), kind="stable"), gamma, warmup)
             lo_all[rows], hi_all[rows] = lo, hi
