@@ -157,7 +157,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from perfmodel.stats.interval_coverage import TOLERANCE
+from perfmodel.stats.interval_coverage import TOLERANCE, inside_interval
 from perfmodel.stats.interval_heldout import DEFAULT_LEVELS as LEVELS
 
 #: data-set prefix of the confirmation model (collected after the model of record was frozen)
@@ -286,7 +286,7 @@ def group_coverage(parts: dict) -> pd.DataFrame:
     for (part, calib), st in parts.items():
         y = st["y"].to_numpy(float)
         for lv in LEVELS:
-            inside = (y >= st[f"conformal_lo_{lv}"]) & (y <= st[f"conformal_hi_{lv}"])
+            inside = inside_interval(y, st[f"conformal_lo_{lv}"], st[f"conformal_hi_{lv}"])
             rows.append({"part": part, "calibration": calib, "level": lv, "n": len(st),
                          "conformal": round(float(inside.mean()), 3)})
     return pd.DataFrame(rows)
@@ -412,7 +412,7 @@ def online_scores(steps: pd.DataFrame, name: str) -> pd.DataFrame:
             rows.append({"dataset": name, "runs": runs_role(name), "method": method,
                          "gamma": g, "level": lv, "n": len(y),
                          "interval_score": float(f"{sc.mean():.6g}"),
-                         "coverage": float(f"{np.mean((y >= lo) & (y <= hi)):.6g}")})
+                         "coverage": float(f"{np.mean(inside_interval(y, lo, hi)):.6g}")})
     return pd.DataFrame(rows)
 
 
@@ -438,8 +438,9 @@ def forward(cpu_root: Path, starts: int):
                 steps = held_out_intervals(d, levels=LEVELS, scheme="expanding", k=5, seed=0,
                                            n_starts=starts)
             y = steps["y"].to_numpy(float)
-            inside = {f"covered_{lv}": (y >= steps[f"conformal_lo_{lv}"].to_numpy(float))
-                      & (y <= steps[f"conformal_hi_{lv}"].to_numpy(float)) for lv in LEVELS}
+            inside = {f"covered_{lv}": inside_interval(y, steps[f"conformal_lo_{lv}"],
+                                                       steps[f"conformal_hi_{lv}"])
+                      for lv in LEVELS}
             per = pd.DataFrame({"fold": steps["fold"], "n_train": steps["n_train"],
                                 "row": steps["row"], **inside})
             win = per.groupby(["fold", "n_train"]).agg(

@@ -395,7 +395,39 @@ def _interval_check(df, pred, iv, res, obj) -> str:
              + (" (IN SAMPLE: this is the fit's own trace, not held-out steps)" if own else
                 " (held-out only if the fit never saw these steps)")
              + f"; {CHECK_LEGEND.format(tol=TOLERANCE)}"]
-    return "\n".join(lines + format_check(tab) + [check_summary(tab, TOLERANCE)])
+    return "\n".join(lines + format_check(tab) + [check_summary(tab, TOLERANCE)]
+                     + _other_check(df, pred, iv, res, obj))
+
+
+def _other_check(df, pred, iv, res, obj) -> list[str]:
+    """Beside the check of one of the two calibrated intervals, one line on the other's
+    coverage of the same measured steps (``interval.check_other``): the stored (advance)
+    interval beside the online one, which the decision commands cannot use; the online
+    interval beside the stored one, which a user monitoring or replaying a run can use
+    where the stored interval does not carry over (README.md, "Online intervals").  None
+    beside the model band, or beside a stored interval with a run-level term (the online
+    interval learns the run's level itself)."""
+    from perfmodel.stats.interval_coverage import TOLERANCE, check_summary, interval_check
+    from perfmodel.stats.interval_online import METHOD as ONLINE
+    from perfmodel.stats.interval_online import online_interval
+    from perfmodel.stats.intervals import conformal_interval
+
+    if iv.method == ONLINE:
+        other = conformal_interval(res, df, iv.level)
+        name = ("the stored conformal interval (the advance prediction, whose calibration "
+                "sla --quantile inverts)")
+    elif iv.method == "conformal" and res.interval_calibration.get("run_term") is None:
+        other = online_interval(res, df, iv.level)
+        name = ("the online interval (--interval-method online: each step from the measured "
+                "steps before it)")
+    else:
+        return []
+    tab = interval_check(df, pred, other)
+    obj["interval"]["check_other"] = {"method": other.method,
+                                      "regimes": json.loads(tab.to_json(orient="records"))}
+    every = tab[tab["regime"] == "all"]
+    share = f"all steps {float(every['coverage'].iloc[0]):.3f} covered; " if len(every) else ""
+    return [f"for comparison, {name} on the same steps: {share}{check_summary(tab, TOLERANCE)}"]
 
 
 def cmd_diagnose(args):

@@ -107,7 +107,7 @@ from perfmodel.core.interval_calibration import KEY, pool_chain
 from perfmodel.core.scale import get_scale
 from perfmodel.data.trace_features import time_order
 from perfmodel.errors import InputError
-from perfmodel.stats.interval_coverage import measured
+from perfmodel.stats.interval_coverage import measured, measured_times
 from perfmodel.stats.intervals import (
     Interval,
     _inverse,  # the one inverse of a score bound, open ends included
@@ -260,7 +260,7 @@ def _online(scale, y, mu, level, start_lower, start_upper, phase, length, order,
             warmup):
     """The online bounds in ms of steps in any order, computed in ``order`` (time order),
     from the starting bounds (ms); ``y`` NaN where a step has no measured time."""
-    ok = np.isfinite(y) & (y > 0)  # measured's rule (perfmodel.stats.interval_coverage)
+    ok = measured_times(y)
     s = np.full(len(y), np.nan)
     s[ok] = scale.residual(y[ok], mu[ok])
     slo = bound_scores(scale, mu, np.asarray(start_lower, float), "lower")

@@ -359,6 +359,42 @@ def test_predict_online_interval_is_the_package_online_interval(fit_json, tmp_pa
     assert not (tmp_path / "no.csv").exists()
 
 
+def test_predict_check_sets_the_other_calibrated_interval_beside_it(fit_json, tmp_path, run):
+    """On measured steps, the check of the stored interval is followed by the online
+    interval's coverage of the same steps and vice versa; the tallies are the package's."""
+    from perfmodel.core.results import FitResult
+    from perfmodel.core.synthetic import simulate_trace
+    from perfmodel.data.trace import read_trace
+    from perfmodel.stats.interval_coverage import interval_check
+    from perfmodel.stats.interval_online import online_interval
+    from perfmodel.stats.intervals import conformal_interval
+
+    other = tmp_path / "other.csv"
+    simulate_trace("seed_id", n=400, noise="multiplicative", seed=11).to_csv(other, index=False)
+    fit, df = FitResult.from_json(Path(fit_json)), read_trace(other)
+    mu = fit.predict(df)
+    for method, make, said in (("conformal", online_interval, "the online interval"),
+                               ("online", conformal_interval, "the stored conformal interval")):
+        rc, stdout, err = run(["predict", fit_json, other, "-o", tmp_path / f"{method}.csv",
+                               "--interval", "0.9", "--interval-method", method, "--json"])
+        assert rc == 0, err
+        got = json.loads(stdout)["interval"]["check_other"]
+        want = interval_check(df, mu, make(fit, df, 0.9))
+        assert got["method"] == make(fit, df, 0.9).method != method
+        assert np.allclose(pd.DataFrame(got["regimes"])["coverage"], want["coverage"])
+        rc, stdout, _ = run(["predict", fit_json, other, "-o", tmp_path / f"{method}.csv",
+                             "--interval", "0.9", "--interval-method", method, "--force"])
+        last = stdout.strip().splitlines()[-1]
+        share = want.loc[want["regime"] == "all", "coverage"].item()
+        assert last.startswith(f"for comparison, {said}") and f"all steps {share:.3f}" in last
+    # beside the model band, or a stored interval with a run-level term: no comparison
+    for extra in (["--interval-method", "model"], ["--run-sd", "0.05"]):
+        rc, stdout, err = run(["predict", fit_json, other, "-o", tmp_path / "x.csv", "--force",
+                               "--interval", "0.9", "--json", *extra])
+        assert rc == 0, err
+        assert "check_other" not in json.loads(stdout)["interval"]
+
+
 def test_predict_interval_checks_coverage_where_the_trace_has_measured_times(fit_json,
                                                                             tmp_path, run):
     from perfmodel.core.results import FitResult

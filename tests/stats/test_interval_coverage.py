@@ -245,11 +245,57 @@ def test_check_summary_counts_cells_and_sets_them_against_a_calibrated_interval(
                         "consistent": [False, True, True, True],
                         "p_within": [0.99, 0.6, 0.7, 0.9]})
     line = check_summary(tab)
-    # 'all' is not a regime cell; 0.6 + 0.7 + 0.9 = 2.2 -> about 2
+    # 'all' is not a regime cell; 0.6 + 0.7 + 0.9 = 2.2 -> about 2; all three within: at
+    # most the least likely cell's 0.6 (the 0.99 of 'all' is not a cell)
     assert line == ("regime x level cells within 0.03: 2 of 3 (a calibrated interval: about 2 "
-                    "expected, sampling alone); consistent with the level: 3 of 3")
+                    "expected, and all 3 with a chance of at most 0.60, sampling alone); "
+                    "consistent with the level: 3 of 3")
+    assert "chance" not in check_summary(tab.iloc[:1])  # no cell: no chance to state
     with pytest.raises(InputError, match="interval_check table"):
         check_summary(tab.drop(columns="p_within"))
+
+
+def test_all_cells_within_is_no_likelier_than_the_least_likely_cell():
+    """The bound of check_summary holds on a simulated calibrated interval whose cells share
+    steps (the phase and length cells of the same steps)."""
+    rng = np.random.default_rng(3)
+    n, level, reps = 300, 0.8, 4000
+    phase = np.arange(n) % 2 == 0  # two phase cells and, across them, two length cells
+    length = np.arange(n) < 120
+    cells = [phase, ~phase, length, ~length]
+    p_cell = [float(calibrated_within_chance([int(m.sum())], level, 0.03)[0]) for m in cells]
+    inside = rng.random((reps, n)) < level
+    all_within = np.all([np.abs(inside[:, m].mean(axis=1) - level) <= 0.03 + 1e-12
+                         for m in cells], axis=0)
+    assert all_within.mean() <= min(p_cell) + 3 * np.sqrt(min(p_cell) / reps)
+    assert all_within.mean() < 0.5 * min(p_cell)  # and well below it here: a bound, not a value
+
+
+@pytest.mark.parametrize("n", [50, 189, 900, 9000])
+def test_a_design_effect_a_rounding_error_above_one_is_the_binomial(n):
+    """An intraclass correlation of ~1e-16 (float noise of a cell without clustering) once
+    reached scipy's beta-binomial with beta parameters of 1e15: it overflowed, and a cell a
+    calibrated interval lands within almost surely got chance 0."""
+    import warnings
+
+    binomial = calibrated_within_chance([n], 0.9, 0.03)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for excess in (1e-15, 1e-13, 1e-10):
+            got = calibrated_within_chance([n], 0.9, 0.03, design_effect=[1 + excess])
+            assert got == pytest.approx(binomial, abs=1e-6)
+            assert consistent_with_level([0.9], [n], [0.9], design_effect=[1 + excess])[0]
+    # a real design effect still widens the reference
+    assert calibrated_within_chance([n], 0.9, 0.03, design_effect=[3.0]) < binomial
+
+
+def test_inside_interval_counts_the_edges_and_open_bounds_as_inside():
+    from perfmodel.stats.interval_coverage import inside_interval, measured_times
+
+    got = inside_interval([1.0, 2.0, 3.0, 4.0, np.nan], [1.0, -np.inf, 3.5, 0.0, 0.0],
+                          [1.0, 1.5, 4.0, np.inf, 9.0])
+    assert got.tolist() == [True, False, False, True, False]
+    assert measured_times([1.0, 0.0, -2.0, np.nan, np.inf]).tolist() == [True] + [False] * 4
 
 
 def test_interval_check_leaves_out_steps_without_a_measured_time():
