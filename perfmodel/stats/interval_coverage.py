@@ -49,6 +49,7 @@ notebook 15, which it replaced (identical values).
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -60,8 +61,8 @@ from perfmodel.errors import InputError
 from perfmodel.stats.predictive import _level  # the one check of an interval level
 from perfmodel.stats.uncertainty.clustering import intraclass_correlation
 
-__all__ = ["CHECK_LEGEND", "calibrated_within_chance", "check_summary", "consistent_with_level",
-           "coverage_by_regime", "coverage_clusters", "format_check", "inside_interval",
+__all__ = ["CHECK_LEGEND", "bound_text", "calibrated_within_chance", "check_summary",
+           "consistent_with_level", "coverage_by_regime", "coverage_clusters", "format_check", "inside_interval",
            "interval_check", "measured", "measured_times", "regime_masks", "within_tolerance"]
 
 #: the tolerance of "within a few points of nominal" that ``interval_check`` reports
@@ -575,6 +576,17 @@ def measured_times(y) -> np.ndarray:
     return np.isfinite(y) & (y > 0)
 
 
+def bound_text(value: float, side: str, digits: int = 2) -> str:
+    """A bound on a chance, rounded outwards to ``digits`` decimals: up for an upper bound
+    (``side='upper'``), down for a lower one, so the printed bound still holds (0.3641 "at
+    most" prints 0.37, not 0.36).  A value already on the grid (within 1e-9) is kept."""
+    if side not in ("upper", "lower"):
+        raise InputError(f"side must be 'upper' or 'lower', got {side!r}")
+    scaled = float(value) * 10 ** digits
+    v = (math.ceil(scaled - 1e-9) if side == "upper" else math.floor(scaled + 1e-9)) / 10 ** digits
+    return f"{v:.{digits}f}"
+
+
 def format_check(table: pd.DataFrame) -> list[str]:
     """Text lines of an :func:`interval_check` table (with a ``level`` column first when it
     has one, as :func:`perfmodel.stats.interval_heldout.held_out_coverage` gives): the one
@@ -619,7 +631,8 @@ def check_summary(table: pd.DataFrame, tolerance: float = TOLERANCE) -> str:
         raise InputError(f"check_summary needs an interval_check table (columns {sorted(need)})")
     cells = table[table["regime"] != "all"]
     m = len(cells)
-    every = (f", and all {m} with a chance of at most {float(cells['p_within'].min()):.2f}"
+    every = (f", and all {m} with a chance of at most "
+             f"{bound_text(cells['p_within'].min(), 'upper')}"
              if m else "")
     return (f"regime x level cells within {tolerance:g}: {int(cells['within_tolerance'].sum())} "
             f"of {m} (a calibrated interval: about {float(cells['p_within'].sum()):.0f} "

@@ -298,8 +298,9 @@ def online_interval(fit, df: pd.DataFrame, level, *, gamma: float = GAMMA,
     Raises
     ------
     InputError
-        No calibration, no measured step time in ``df``, a level not stored,
-        a bad ``gamma`` or ``warmup``.
+        No calibration, no measured step time in ``df``, a ``step`` column
+        that repeats (several runs: their steps would interleave), a level not
+        stored, a bad ``gamma`` or ``warmup``.
     """
     if not isinstance(df, pd.DataFrame):
         raise InputError("df must be a pandas DataFrame of steps")
@@ -313,6 +314,10 @@ def online_interval(fit, df: pd.DataFrame, level, *, gamma: float = GAMMA,
         raise InputError("an online interval learns from measured steps: the trace has no "
                          "measured duration_ms (use the stored interval for an advance "
                          "prediction)")
+    if "step" in df.columns and df["step"].duplicated().any():
+        raise InputError(f"an online interval follows one run in time order, but 'step' repeats "
+                         f"({int(df['step'].duplicated().sum())} repeated values): several runs "
+                         "in one trace? predict each run's trace on its own")
     start = conformal_interval(fit, df, level)
     mu = np.asarray(fit.predict(df), dtype=float).ravel()
     phase, length = (np.array(v, dtype=object) for v in zip(*(r.split("|", 1)

@@ -387,12 +387,40 @@ def test_predict_check_sets_the_other_calibrated_interval_beside_it(fit_json, tm
         last = stdout.strip().splitlines()[-1]
         share = want.loc[want["regime"] == "all", "coverage"].item()
         assert last.startswith(f"for comparison, {said}") and f"all steps {share:.3f}" in last
-    # beside the model band, or a stored interval with a run-level term: no comparison
-    for extra in (["--interval-method", "model"], ["--run-sd", "0.05"]):
-        rc, stdout, err = run(["predict", fit_json, other, "-o", tmp_path / "x.csv", "--force",
+    # the default (auto: the stored interval) gets the comparison too, held out and labelled so
+    rc, stdout, err = run(["predict", fit_json, other, "-o", tmp_path / "auto.csv", "--interval",
+                           "0.9", "--json"])
+    obj = json.loads(stdout)["interval"]
+    assert rc == 0 and obj["method"] == "conformal" and obj["check_other"]["method"] == "online"
+    assert obj["check_other"]["in_sample"] is False and obj["check_other"]["tolerance"] == 0.03
+    # on the fit's own trace both tallies say IN SAMPLE
+    rc, stdout, err = run(["predict", fit_json, EXAMPLE, "-o", tmp_path / "own.csv", "--interval",
+                           "0.9"])
+    assert rc == 0 and stdout.strip().splitlines()[-1].startswith(
+        "for comparison, the online interval") and "(IN SAMPLE)" in stdout.splitlines()[-1]
+    # beside the model band, or a stored interval with a run-level term (given here or stored
+    # by fit --run-sd): no comparison
+    termed = tmp_path / "termed.json"
+    assert run(["fit", EXAMPLE, "-o", termed, "--model", "seed_id", "--starts", "2",
+                "--run-sd", "0.05"])[0] == 0
+    for fit_, extra in ((fit_json, ["--interval-method", "model"]), (fit_json, ["--run-sd", "0.05"]),
+                        (termed, [])):
+        rc, stdout, err = run(["predict", fit_, other, "-o", tmp_path / "x.csv", "--force",
                                "--interval", "0.9", "--json", *extra])
         assert rc == 0, err
+        assert "check" in json.loads(stdout)["interval"]
         assert "check_other" not in json.loads(stdout)["interval"]
+    # a comparison that cannot be made (two runs' step counters in one trace: the online
+    # interval refuses them) is a note on stderr; the predictions and the first check stand
+    two = pd.concat([df, df], ignore_index=True)
+    two["step"] = np.r_[np.arange(len(df)), np.arange(len(df))]
+    two.to_csv(tmp_path / "two.csv", index=False)
+    rc, stdout, err = run(["predict", fit_json, tmp_path / "two.csv", "-o", tmp_path / "two_p.csv",
+                           "--interval", "0.9", "--json"])
+    assert rc == 0 and (tmp_path / "two_p.csv").exists()
+    assert "no comparison with the online interval" in err and "'step' repeats" in err
+    obj = json.loads(stdout)["interval"]
+    assert "check" in obj and "check_other" not in obj
 
 
 def test_predict_interval_checks_coverage_where_the_trace_has_measured_times(fit_json,
@@ -434,6 +462,21 @@ def test_predict_interval_checks_coverage_where_the_trace_has_measured_times(fit
                            "0.9", "--json"])
     assert rc == 0, err
     assert "check" not in json.loads(stdout)["interval"]
+
+
+def test_predict_skips_the_online_comparison_above_its_step_cap(fit_json, tmp_path, run,
+                                                                monkeypatch):
+    import perfmodel.cli.main as cli_main
+
+    monkeypatch.setattr(cli_main, "OTHER_CHECK_MAX_STEPS", 10)
+    rc, stdout, err = run(["predict", fit_json, EXAMPLE, "-o", tmp_path / "p.csv", "--interval",
+                           "0.9", "--json"])
+    assert rc == 0 and "no comparison with the online interval" in err and "more than 10" in err
+    assert "check_other" not in json.loads(stdout)["interval"]
+    # the cap is on the online interval's loop: beside the online interval the stored one stays
+    rc, stdout, err = run(["predict", fit_json, EXAMPLE, "-o", tmp_path / "q.csv", "--interval",
+                           "0.9", "--interval-method", "online", "--json"])
+    assert rc == 0 and json.loads(stdout)["interval"]["check_other"]["method"] == "conformal"
 
 
 def test_predict_check_knows_each_run_of_a_multi_run_fit(tmp_path, run):

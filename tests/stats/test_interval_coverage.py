@@ -289,6 +289,37 @@ def test_a_design_effect_a_rounding_error_above_one_is_the_binomial(n):
     assert calibrated_within_chance([n], 0.9, 0.03, design_effect=[3.0]) < binomial
 
 
+def test_the_binomial_threshold_moves_no_chance_materially():
+    """Just below and just above the intra-cell correlation taken as binomial, the chance a
+    calibrated interval lands within the tolerance is the same to 1e-3 (n = 9000, where the
+    threshold's design effect is largest)."""
+    from perfmodel.stats.interval_coverage import _RHO_BINOMIAL
+
+    n = 9000
+    below, above = (1 + f * _RHO_BINOMIAL * (n - 1) for f in (0.99, 1.01))
+    for level in (0.8, 0.9, 0.95):
+        lo, hi = (calibrated_within_chance([n], level, 0.01, design_effect=[d])[0]
+                  for d in (below, above))
+        assert abs(lo - hi) < 1e-3
+
+
+@pytest.mark.parametrize("value, side, text", [(0.3641, "upper", "0.37"),
+                                               (0.9781, "lower", "0.97"),
+                                               (0.31, "upper", "0.31"), (0.31, "lower", "0.31"),
+                                               (0.0, "lower", "0.00"), (1.0, "upper", "1.00")])
+def test_bound_text_rounds_outwards_so_the_printed_bound_holds(value, side, text):
+    from perfmodel.stats.interval_coverage import bound_text
+
+    assert bound_text(value, side) == text
+
+
+def test_bound_text_refuses_an_unknown_side():
+    from perfmodel.stats.interval_coverage import bound_text
+
+    with pytest.raises(InputError, match="side"):
+        bound_text(0.5, "middle")
+
+
 def test_inside_interval_counts_the_edges_and_open_bounds_as_inside():
     from perfmodel.stats.interval_coverage import inside_interval, measured_times
 

@@ -256,6 +256,11 @@ def test_a_trace_without_measured_times_or_a_fit_without_calibration_is_refused(
         online_interval(fit, second.drop(columns="duration_ms"), 0.9)
     with pytest.raises(InputError, match="not calibrated"):
         online_interval(fit, second, 0.905)
+    # two runs in one trace: their step counters would interleave in time order
+    two = pd.concat([second, second], ignore_index=True)
+    two["step"] = np.r_[np.arange(len(second)), np.arange(len(second))]
+    with pytest.raises(InputError, match="'step' repeats .*several runs"):
+        online_interval(fit, two, 0.9)
     with pytest.raises(InputError, match="missing: fold, length, mu, phase, time"):
         online_held_out(pd.DataFrame({"y": [1.0]}))
     with pytest.raises(InputError, match="one value per step"):
