@@ -537,7 +537,8 @@ def _drop_leaks(splits: list[Split], groups: np.ndarray, lay: _Layout, block: in
         if tr.size == 0:
             raise InputError(f"fold {i} of scheme {scheme!r} has no training step left once "
                              f"steps sharing a group with (or within {block} steps of) its "
-                             "test steps are dropped; lower `k` or `block`")
+                             "test steps are dropped; lower `k` (-k on the command line) or "
+                             "`block`, or give more steps")
         out.append((tr, te))
     return out
 

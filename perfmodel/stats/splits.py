@@ -163,7 +163,9 @@ def grouped_kfold(groups: Any, k: int = 5, seed: int = 0) -> list[Split]:
     uniq, inv, counts = np.unique(g, return_inverse=True, return_counts=True)
     k = _int(k, "k", 2)
     if k > uniq.size:
-        raise InputError(f"`k` ({k}) exceeds the number of distinct groups ({uniq.size})")
+        raise InputError(f"`k` ({k}) exceeds the number of distinct groups ({uniq.size}): a fold "
+                         "holds whole groups (a configuration, an identical schedule or a time "
+                         f"block), so give k <= {uniq.size} (-k on the command line) or more steps")
     rng = np.random.default_rng(seed)
     perm = rng.permutation(uniq.size)
     order = perm[np.argsort(-counts[perm], kind="stable")]
