@@ -55,7 +55,13 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from perfmodel._checks import check_positive, check_probability, check_vector
+from perfmodel._checks import (
+    check_int_range,
+    check_number,
+    check_positive,
+    check_probability,
+    check_vector,
+)
 from perfmodel.core.interval_calibration import LENGTHS, PHASES
 from perfmodel.errors import InputError
 from perfmodel.stats.predictive import _level  # the one check of an interval level
@@ -579,12 +585,24 @@ def measured_times(y) -> np.ndarray:
 def bound_text(value: float, side: str, digits: int = 2) -> str:
     """A bound on a chance, rounded outwards to ``digits`` decimals: up for an upper bound
     (``side='upper'``), down for a lower one, so the printed bound still holds (0.3641 "at
-    most" prints 0.37, not 0.36).  A value already on the grid (within 1e-9) is kept."""
+    most" prints 0.37, not 0.36).  A value within 1e-9 of a grid point, in units of the last
+    digit, is that point (float noise such as 0.31 * 100 = 31.000000000000004).
+
+    Raises
+    ------
+    InputError
+        ``value`` not a chance (a finite number in [0, 1], float noise of 1e-9 clipped), an
+        unknown ``side``, ``digits`` not an integer in 0..6.
+    """
     if side not in ("upper", "lower"):
         raise InputError(f"side must be 'upper' or 'lower', got {side!r}")
-    scaled = float(value) * 10 ** digits
-    v = (math.ceil(scaled - 1e-9) if side == "upper" else math.floor(scaled + 1e-9)) / 10 ** digits
-    return f"{v:.{digits}f}"
+    digits = check_int_range("digits", digits, 0, 6)
+    v = check_number("value", value)
+    if not -1e-9 <= v <= 1 + 1e-9:  # a sum of chances may stray from [0, 1] by float noise
+        raise InputError(f"value must be a chance in [0, 1], got {value!r}")
+    scaled = min(max(v, 0.0), 1.0) * 10 ** digits
+    r = (math.ceil(scaled - 1e-9) if side == "upper" else math.floor(scaled + 1e-9)) / 10 ** digits
+    return f"{r:.{digits}f}"
 
 
 def format_check(table: pd.DataFrame) -> list[str]:

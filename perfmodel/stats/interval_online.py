@@ -317,7 +317,8 @@ def online_interval(fit, df: pd.DataFrame, level, *, gamma: float = GAMMA,
     if "step" in df.columns and df["step"].duplicated().any():
         raise InputError(f"an online interval follows one run in time order, but 'step' repeats "
                          f"({int(df['step'].duplicated().sum())} repeated values): several runs "
-                         "in one trace? predict each run's trace on its own")
+                         "in one trace, or a step counter that restarts? predict each run's "
+                         "trace on its own, or number its steps once")
     start = conformal_interval(fit, df, level)
     mu = np.asarray(fit.predict(df), dtype=float).ravel()
     phase, length = (np.array(v, dtype=object) for v in zip(*(r.split("|", 1)

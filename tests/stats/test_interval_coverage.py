@@ -243,12 +243,12 @@ def test_check_summary_counts_cells_and_sets_them_against_a_calibrated_interval(
     tab = pd.DataFrame({"regime": ["all", "decode-only", "mixed", "short"],
                         "within_tolerance": [False, True, False, True],
                         "consistent": [False, True, True, True],
-                        "p_within": [0.99, 0.6, 0.7, 0.9]})
+                        "p_within": [0.5, 0.6041, 0.7, 0.9]})
     line = check_summary(tab)
-    # 'all' is not a regime cell; 0.6 + 0.7 + 0.9 = 2.2 -> about 2; all three within: at
-    # most the least likely cell's 0.6 (the 0.99 of 'all' is not a cell)
+    # 'all' is not a regime cell; 0.6041 + 0.7 + 0.9 = 2.2 -> about 2; all three within: at
+    # most the least likely cell's 0.6041, rounded UP (the 0.5 of 'all' is not a cell)
     assert line == ("regime x level cells within 0.03: 2 of 3 (a calibrated interval: about 2 "
-                    "expected, and all 3 with a chance of at most 0.60, sampling alone); "
+                    "expected, and all 3 with a chance of at most 0.61, sampling alone); "
                     "consistent with the level: 3 of 3")
     assert "chance" not in check_summary(tab.iloc[:1])  # no cell: no chance to state
     with pytest.raises(InputError, match="interval_check table"):
@@ -313,11 +313,28 @@ def test_bound_text_rounds_outwards_so_the_printed_bound_holds(value, side, text
     assert bound_text(value, side) == text
 
 
-def test_bound_text_refuses_an_unknown_side():
+@pytest.mark.parametrize("value, side, text", [(0.999999, "upper", "1.00"),
+                                               (0.999999, "lower", "0.99"),
+                                               (-1e-12, "lower", "0.00"),
+                                               (1 + 1e-12, "upper", "1.00")])
+def test_bound_text_at_the_ends_of_a_chance(value, side, text):
     from perfmodel.stats.interval_coverage import bound_text
 
-    with pytest.raises(InputError, match="side"):
-        bound_text(0.5, "middle")
+    assert bound_text(value, side) == text
+
+
+@pytest.mark.parametrize("kwargs, needle", [({"value": 0.5, "side": "middle"}, "side"),
+                                            ({"value": float("nan"), "side": "upper"}, "value"),
+                                            ({"value": float("inf"), "side": "upper"}, "value"),
+                                            ({"value": -0.01, "side": "lower"}, "chance"),
+                                            ({"value": 1.2, "side": "upper"}, "chance"),
+                                            ({"value": 0.5, "side": "upper", "digits": 9},
+                                             "digits")])
+def test_bound_text_refuses_what_is_not_a_chance(kwargs, needle):
+    from perfmodel.stats.interval_coverage import bound_text
+
+    with pytest.raises(InputError, match=needle):
+        bound_text(**kwargs)
 
 
 def test_inside_interval_counts_the_edges_and_open_bounds_as_inside():
