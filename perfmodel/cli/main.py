@@ -422,30 +422,31 @@ def _other_check(df, pred, iv, res, obj) -> list[str]:
 
     n = len(df)
     if iv.method == ONLINE:
-        make, name = conformal_interval, ("the stored conformal interval (the advance "
-                                          "prediction, whose calibration sla --quantile inverts)")
+        make, name, why = conformal_interval, "the stored conformal interval", (
+            "the advance prediction, whose calibration sla --quantile inverts")
     elif iv.method == "conformal" and res.interval_calibration.get("run_term") is None:
-        make, name = online_interval, ("the online interval (--interval-method online: each "
-                                       "step from the measured steps before it)")
+        make, name, why = online_interval, "the online interval", (
+            "--interval-method online: each step from the measured steps before it")
     else:
         return []
-    if iv.method != ONLINE and n > OTHER_CHECK_MAX_STEPS:
-        print(f"perfmodel: note: no comparison with the online interval on {n} steps (more "
-              f"than {OTHER_CHECK_MAX_STEPS}; --interval-method online gives it)", file=sys.stderr)
+    if make is online_interval and n > OTHER_CHECK_MAX_STEPS:
+        print(f"perfmodel: note: no comparison with {name} on {n} steps (more than "
+              f"{OTHER_CHECK_MAX_STEPS}; --interval-method online gives it)", file=sys.stderr)
         return []
     try:
-        tab = interval_check(df, pred, make(res, df, iv.level))
+        other = make(res, df, iv.level)
+        tab = interval_check(df, pred, other)
     except InputError as e:
-        print(f"perfmodel: note: no comparison with {name.split(' (')[0]} ({e})", file=sys.stderr)
+        print(f"perfmodel: note: no comparison with {name} ({e})", file=sys.stderr)
         return []
     own = obj["interval"]["check"]["in_sample"]
-    obj["interval"]["check_other"] = {"method": ONLINE if make is online_interval else "conformal",
-                                      "tolerance": TOLERANCE, "in_sample": own,
+    obj["interval"]["check_other"] = {"method": other.method, "tolerance": TOLERANCE,
+                                      "in_sample": own,
                                       "regimes": json.loads(tab.to_json(orient="records"))}
     every = tab[tab["regime"] == "all"]
     share = f"all steps {float(every['coverage'].iloc[0]):.3f} covered; " if len(every) else ""
     where = " (IN SAMPLE)" if own else ""
-    return [f"for comparison, {name} on the same steps{where}: {share}"
+    return [f"for comparison, {name} ({why}) on the same steps{where}: {share}"
             + check_summary(tab, TOLERANCE)]
 
 

@@ -68,8 +68,9 @@ from perfmodel.stats.predictive import _level  # the one check of an interval le
 from perfmodel.stats.uncertainty.clustering import intraclass_correlation
 
 __all__ = ["CHECK_LEGEND", "bound_text", "calibrated_within_chance", "check_summary",
-           "consistent_with_level", "coverage_by_regime", "coverage_clusters", "format_check", "inside_interval",
-           "interval_check", "measured", "measured_times", "regime_masks", "within_tolerance"]
+           "consistent_with_level", "coverage_by_regime", "coverage_clusters", "format_check",
+           "inside_interval", "interval_check", "measured", "measured_times", "regime_masks",
+           "within_tolerance"]
 
 #: the tolerance of "within a few points of nominal" that ``interval_check`` reports
 TOLERANCE = 0.03

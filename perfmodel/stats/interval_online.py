@@ -314,9 +314,10 @@ def online_interval(fit, df: pd.DataFrame, level, *, gamma: float = GAMMA,
         raise InputError("an online interval learns from measured steps: the trace has no "
                          "measured duration_ms (use the stored interval for an advance "
                          "prediction)")
-    if "step" in df.columns and df["step"].duplicated().any():
+    repeats = int(df["step"].duplicated().sum()) if "step" in df.columns else 0
+    if repeats:
         raise InputError(f"an online interval follows one run in time order, but 'step' repeats "
-                         f"({int(df['step'].duplicated().sum())} repeated values): several runs "
+                         f"({repeats} repeated values): several runs "
                          "in one trace, or a step counter that restarts? predict each run's "
                          "trace on its own, or number its steps once")
     start = conformal_interval(fit, df, level)
@@ -324,7 +325,7 @@ def online_interval(fit, df: pd.DataFrame, level, *, gamma: float = GAMMA,
     phase, length = (np.array(v, dtype=object) for v in zip(*(r.split("|", 1)
                                                               for r in start.regime)))
     scale = get_scale(fit.interval_calibration["scale"])
-    y = np.where(ok, pd.to_numeric(df["duration_ms"], errors="coerce").to_numpy(float), np.nan)
+    y = pd.to_numeric(df["duration_ms"], errors="coerce").to_numpy(float)  # _online masks
     lo, hi, used = _online(scale, y, mu, start.level, start.lower, start.upper, phase, length,
                            time_order(df), gamma, warmup)
     text = (f"online adaptive conformal (ACI, gamma {gamma:g}, warm-up {warmup}): each step's "
